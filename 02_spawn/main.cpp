@@ -1,0 +1,301 @@
+// 02_spawn: one program starts N workers, gives each its rank, and reports who failed.
+//
+// The lesson: what torch.multiprocessing.spawn and torchrun do for you. The launcher forks
+// the workers before LibTorch runs anything, hosts the store on a port the OS picks (so two
+// runs never clash), hands each worker its rank, local rank and node rank, and watches them:
+// when one fails it stops the others and prints who failed first and why.
+//
+// Usage:
+//   ./build/02_spawn --world-size 8
+//   ./build/02_spawn --nnodes 2 --nproc-per-node 4        # two "nodes" simulated on one machine
+//   ./build/02_spawn --world-size 4 --fail-rank 2 --fail-mode kill   # watch a failure reported
+//
+// Expected output (--nnodes 2 --nproc-per-node 2; worker lines interleave):
+//   [launcher] starting 4 workers (2 nodes x 2 per node), store on 127.0.0.1:41873 (port chosen by the OS)
+//   [rank 2/4] node 1, local rank 0: Rank 2 has joined the process group!
+//   [rank 0/4] check: all-reduce(SUM) of the ranks = 6, n(n-1)/2 = 6: OK
+//   ...
+//   [launcher] all 4 workers exited 0 in 0.9s
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/cli.h"
+#include "common/failure.h"
+#include "common/log.h"
+#include "common/process_group.h"
+#include "common/self_check.h"
+
+namespace {
+
+// What a worker leaves for the launcher when it fails: when, and why. It lives in memory that
+// fork() shares (mmap MAP_SHARED), so it outlives the worker; a worker that dies by a signal
+// leaves nothing, and then the time the launcher reaped it stands.
+struct FailureRecord {
+  double when = 0;
+  char cause[240] = {};
+};
+
+double now_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // one clock for all processes of the machine
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+struct Worker {
+  int rank = 0, node = 0, local = 0;
+  pid_t pid = -1;
+  int port_fd = -1;  // the launcher's end of the pipe that carries the store's port
+  bool done = false, stopped_by_launcher = false;
+  int status = 0;
+  double when = 0;
+  bool failed() const { return done && !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
+};
+
+// 3. The worker: everything chapter 01 did, but its rank comes from the launcher.
+int run_worker(const Worker& w, ddp::RankInfo info, int nproc, int port_fd, const std::optional<int>& fail_rank,
+               const std::string& fail_mode, FailureRecord* rec) {
+  const std::string who = "assigned by 02_spawn";
+  info.rank = {w.rank, who};
+  info.local_rank = {w.local, who};
+  info.local_world_size = {nproc, who};
+  info.node_rank = {w.node, who};
+  info.external_store = {true, who};  // the launcher hosts the store: rank 0 connects like the others
+  ddp::set_log_identity(w.rank, info.world_size.value);
+  auto record = [&](const std::string& cause) {
+    rec->when = now_s();
+    std::snprintf(rec->cause, sizeof(rec->cause), "%s", cause.c_str());
+  };
+  return ddp::guarded_main(
+      [&] {
+        // Wait for the launcher to say which port the OS gave its store.
+        pollfd p{port_fd, POLLIN, 0};
+        int port = 0;
+        if (::poll(&p, 1, static_cast<int>(info.timeout().count())) != 1 || ::read(port_fd, &port, sizeof(port)) != sizeof(port)) {
+          throw ddp::JoinError("the launcher did not send the store's port (it failed or was stopped)");
+        }
+        info.master_port = {port, who + " (OS-chosen port of the launcher's store)"};
+
+        ddp::Group g = ddp::init_process_group(info);
+        ddp::log("node " + std::to_string(w.node) + ", local rank " + std::to_string(w.local) + ": Rank " +
+                 std::to_string(w.rank) + " has joined the process group!");
+
+        if (fail_rank && *fail_rank == w.rank) {  // a fault on purpose, to see it reported
+          ddp::log("injecting fault: --fail-mode " + fail_mode);
+          if (fail_mode == "exit") {
+            record("injected fault: exit code 3 (--fail-rank " + std::to_string(w.rank) + " --fail-mode exit)");
+            return 3;
+          }
+          if (fail_mode == "kill") ::raise(SIGKILL);  // dies at once, like a segfault or the OOM killer
+          while (true) ::pause();                      // "hang": alive, but never joins the all-reduce
+        }
+        ddp::check_sum_of_ranks(g);
+        return ddp::kExitOk;
+      },
+      record);
+}
+
+std::string describe_status(const Worker& w) {
+  if (WIFEXITED(w.status)) return "exit " + std::to_string(WEXITSTATUS(w.status));
+  const int sig = WTERMSIG(w.status);
+  std::string s = "signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
+  if (w.stopped_by_launcher && (sig == SIGTERM || sig == SIGKILL)) s += ", stopped by launcher";
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"02_spawn: fork N workers that join one process group; report who failed"};
+  ddp::CommonFlags flags;
+  ddp::add_common_flags(app, flags);
+  std::optional<int> nnodes, nproc, fail_rank;
+  std::string fail_mode = "exit";
+  double grace_s = 5;
+  app.add_option("--nnodes", nnodes, "Simulated nodes [default 1]");
+  app.add_option("--nproc-per-node", nproc, "Workers per simulated node [default world-size / nnodes, else 2]");
+  app.add_option("--fail-rank", fail_rank, "Make this rank fail on purpose after joining");
+  app.add_option("--fail-mode", fail_mode, "How --fail-rank fails: exit (code 3), kill (SIGKILL), hang (skips the all-reduce)")
+      ->check(CLI::IsMember({"exit", "kill", "hang"}));
+  app.add_option("--grace", grace_s, "Seconds the others get after SIGTERM before SIGKILL [default 5]");
+  ddp::parse_flags(app, argc, argv);
+  ddp::set_log_identity("launcher");
+
+  return ddp::guarded_main([&] {
+    // 1. The plan: how many workers, and which node and local rank each one gets.
+    if (flags.rank) throw ddp::UsageError("--rank: 02_spawn gives its workers their ranks; --rank is for programs started once per rank");
+    const int n_nodes = nnodes.value_or(1);
+    if (n_nodes < 1) throw ddp::UsageError("--nnodes must be at least 1");
+    const int per_node = nproc.value_or(flags.world_size ? *flags.world_size / n_nodes : 2);
+    const int world = flags.world_size.value_or(n_nodes * per_node);
+    if (per_node < 1 || world != n_nodes * per_node) {
+      throw ddp::UsageError("--world-size " + std::to_string(world) + " is not --nnodes " + std::to_string(n_nodes) +
+                            " x --nproc-per-node " + std::to_string(per_node));
+    }
+    if (fail_rank && (*fail_rank < 0 || *fail_rank >= world)) throw ddp::UsageError("--fail-rank must be in 0.." + std::to_string(world - 1));
+    if (!(grace_s >= 0)) throw ddp::UsageError("--grace must be >= 0");
+    ddp::CommonFlags base_flags = flags;
+    base_flags.rank = 0;
+    base_flags.world_size = world;
+    ddp::RankInfo base = ddp::resolve_rank_info(base_flags);
+    base.local_world_size = {per_node, "--nproc-per-node"};
+    ddp::validate(base);
+    // An explicit --master-port or MASTER_PORT is honoured; otherwise the OS picks one.
+    const bool os_port = base.master_port.source == "default";
+    if (flags.explain_env) {
+      std::printf("%s  launch plan: %d node(s) x %d per node = world size %d, store on %s:%s\n", ddp::explain(base).c_str(),
+                  n_nodes, per_node, world, base.master_addr.value.c_str(),
+                  os_port ? "<port chosen by the OS>" : std::to_string(base.master_port.value).c_str());
+      return ddp::kExitOk;
+    }
+
+    // 2. Fork the workers before LibTorch computes anything or starts a thread. A child gets
+    //    a copy of the parent's memory but only the thread that called fork(): a lock held by
+    //    any other thread (an OpenMP pool, the store's server) stays locked in the child for
+    //    ever. See the README, "Why fork first".
+    sigset_t watched, previous;
+    sigemptyset(&watched);
+    for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGUSR1, SIGUSR2}) sigaddset(&watched, s);
+    sigprocmask(SIG_BLOCK, &watched, &previous);  // delivered to sigtimedwait() below instead
+    auto* records = static_cast<FailureRecord*>(
+        mmap(nullptr, sizeof(FailureRecord) * world, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    if (records == MAP_FAILED) throw std::runtime_error(std::string("mmap: ") + std::strerror(errno));
+    std::vector<Worker> workers(world);
+    const pid_t launcher = ::getpid();
+    std::fflush(nullptr);  // or each child would print the parent's buffered output again
+    for (int r = 0; r < world; ++r) {
+      Worker& w = workers[r];
+      w.rank = r, w.node = r / per_node, w.local = r % per_node;
+      int fds[2];
+      if (::pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+      w.pid = ::fork();
+      if (w.pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+      if (w.pid == 0) {  // the child
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the launcher (no orphans on a GPU)
+        if (::getppid() != launcher) ::_exit(1);
+        sigprocmask(SIG_SETMASK, &previous, nullptr);
+        ::close(fds[1]);
+        for (int k = 0; k < r; ++k) ::close(workers[k].port_fd);  // siblings' pipes
+        // _exit, not exit: skip static destructors of state copied from the parent.
+        ::_exit(run_worker(w, base, per_node, fds[0], fail_rank, fail_mode, &records[r]));
+      }
+      ::close(fds[0]);
+      w.port_fd = fds[1];
+    }
+
+    // 3. Host the store. Port 0 asks the OS for a free one; getPort() says which.
+    const double t0 = now_s();
+    c10::intrusive_ptr<c10d::TCPStore> store;
+    int port = 0;
+    if (!base.file_init()) {
+      c10d::TCPStoreOptions so;
+      so.port = os_port ? 0 : static_cast<std::uint16_t>(base.master_port.value);
+      so.isServer = true;
+      so.waitWorkers = false;
+      so.timeout = base.timeout();
+      try {
+        store = c10::make_intrusive<c10d::TCPStore>(base.master_addr.value, so);
+        port = store->getPort();
+      } catch (const std::exception& e) {
+        ddp::log_error("could not host the store on port " + std::to_string(so.port) + ": " + ddp::short_what(e) +
+                       (os_port ? "" : " (leave --master-port unset to let the OS choose)"));
+      }
+    }
+    ddp::log("starting " + std::to_string(world) + " workers (" + std::to_string(n_nodes) + " node(s) x " +
+             std::to_string(per_node) + " per node), " +
+             (base.file_init() ? "store " + base.init.value
+                               : "store on " + base.master_addr.value + ":" + std::to_string(port) +
+                                     (os_port ? " (port chosen by the OS)" : "")));
+    for (Worker& w : workers) {
+      // Without a store (port 0 stays 0) a worker reads nothing and fails, naming the cause.
+      if (port != 0 || base.file_init()) (void)!::write(w.port_fd, &port, sizeof(port));
+      ::close(w.port_fd);
+    }
+
+    // 4. Watch. The first worker to fail stops the run: the others get SIGTERM, and SIGKILL
+    //    after --grace seconds. SIGINT/SIGTERM/SIGUSR1/SIGUSR2 sent to the launcher are passed
+    //    on to the workers (a scheduler's preemption signal must reach them).
+    int alive = world;
+    int stop_signal = 0;  // a SIGINT/SIGTERM the launcher received and passed on
+    bool stopping = false;
+    double kill_at = INFINITY;
+    auto stop_all = [&](double t) {
+      if (stopping) return;
+      stopping = true;
+      kill_at = t + grace_s;
+      for (Worker& w : workers) {
+        if (!w.done) ::kill(w.pid, SIGTERM), w.stopped_by_launcher = true;
+      }
+    };
+    while (alive > 0) {
+      timespec tick{0, 100'000'000};
+      siginfo_t si{};
+      const int sig = sigtimedwait(&watched, &si, &tick);
+      const double t = now_s();
+      if (sig == SIGINT || sig == SIGTERM || sig == SIGUSR1 || sig == SIGUSR2) {
+        ddp::log(std::string("received ") + strsignal(sig) + ", passing it on to the workers");
+        for (Worker& w : workers) {
+          if (!w.done) ::kill(w.pid, sig);
+        }
+        if (sig == SIGINT || sig == SIGTERM) stop_signal = sig, stop_all(t);
+      }
+      int status = 0;
+      for (pid_t pid; (pid = ::waitpid(-1, &status, WNOHANG)) > 0;) {
+        for (Worker& w : workers) {
+          if (w.pid != pid) continue;
+          w.done = true, w.status = status, w.when = t, --alive;
+          if (w.failed() && !stopping) {
+            ddp::log("rank " + std::to_string(w.rank) + " failed (" + describe_status(w) + "): stopping the others");
+            stop_all(t);
+          }
+        }
+      }
+      if (stopping && t > kill_at) {
+        for (Worker& w : workers) {
+          if (!w.done) ::kill(w.pid, SIGKILL);
+        }
+      }
+    }
+
+    // 5. Report. The first failure is the earliest time a worker recorded or was reaped;
+    //    workers the launcher stopped itself are consequences, not causes.
+    const Worker* first = nullptr;
+    int n_failed = 0;
+    for (Worker& w : workers) {
+      if (records[w.rank].when > 0) w.when = std::min(w.when, records[w.rank].when);
+      const bool own_failure = w.failed() && !(WIFSIGNALED(w.status) && w.stopped_by_launcher &&
+                                               (WTERMSIG(w.status) == SIGTERM || WTERMSIG(w.status) == SIGKILL));
+      if (!own_failure) continue;
+      ++n_failed;
+      if (!first || w.when < first->when) first = &w;
+    }
+    const bool all_ok = std::none_of(workers.begin(), workers.end(), [](const Worker& w) { return w.failed(); });
+    if (all_ok) {
+      ddp::log("all " + std::to_string(world) + " workers exited 0 in " + ddp::seconds(now_s() - t0));
+      return port != 0 || base.file_init() ? ddp::kExitOk : ddp::kExitFailure;
+    }
+    std::string table = first ? std::to_string(n_failed) + " of " + std::to_string(world) +
+                                    " workers failed; first: rank " + std::to_string(first->rank)
+                              : std::string("the run was stopped: the launcher received ") + strsignal(stop_signal);
+    table += "\n  rank  node  local  pid      +time    result                                        cause\n";
+    for (const Worker& w : workers) {
+      char line[512];
+      std::snprintf(line, sizeof(line), "  %-4d%s %-5d %-6d %-8d %-8s %-45s %s\n", w.rank, &w == first ? "*" : " ", w.node,
+                    w.local, w.pid, ddp::seconds(w.when - t0).c_str(), describe_status(w).c_str(),
+                    records[w.rank].cause[0] ? records[w.rank].cause : "-");
+      table += line;
+    }
+    ddp::log_error(table + "  (* = first failure; +time since start)");
+    if (!first) return 128 + stop_signal;
+    if (WIFEXITED(first->status)) return WEXITSTATUS(first->status);
+    return 128 + WTERMSIG(first->status);  // the shell's convention for "killed by signal N"
+  });
+}

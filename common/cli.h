@@ -1,0 +1,27 @@
+// defines: CommonFlags and add_common_flags(): the one definition of the flags every program shares.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <optional>
+#include <string>
+
+namespace ddp {
+
+// A flag left unset stays std::nullopt, so that rank resolution can fall back to the
+// environment (torchrun, then Slurm) and say where each value came from.
+struct CommonFlags {
+  std::optional<int> rank;
+  std::optional<int> world_size;
+  std::optional<std::string> master_addr;
+  std::optional<int> master_port;
+  std::optional<std::string> backend;
+  std::optional<std::string> init;
+  std::optional<double> timeout_s;
+  bool explain_env = false;
+};
+
+void add_common_flags(CLI::App& app, CommonFlags& flags);
+
+// Parses argv. --help prints and exits 0; any bad flag prints why and exits 2.
+void parse_flags(CLI::App& app, int argc, char** argv);
+
+}  // namespace ddp

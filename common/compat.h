@@ -1,0 +1,35 @@
+// defines: the one place where LibTorch 1.13 (Debian) and 2.x (pip) c10d differ for this course.
+#pragma once
+#include <torch/version.h>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#ifndef USE_C10D_GLOO
+// Without it ProcessGroupGloo.hpp compiles to nothing and the errors come much later.
+#error "USE_C10D_GLOO is not defined: link the target against LibTorch's CMake target 'torch'"
+#endif
+
+namespace ddp {
+
+#if TORCH_VERSION_MAJOR >= 2
+// 2.x splits the user-facing ProcessGroup from the per-backend implementation; the
+// collectives (allreduce, broadcast, barrier, ...) are on c10d::Backend.
+using Backend = c10d::Backend;
+#else
+// 1.13: ProcessGroupGloo and ProcessGroupNCCL derive from c10d::ProcessGroup directly.
+using Backend = c10d::ProcessGroup;
+#endif
+
+constexpr bool kHasNccl =
+#ifdef USE_C10D_NCCL
+    true;
+#else
+    false;
+#endif
+
+}  // namespace ddp

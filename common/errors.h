@@ -1,0 +1,23 @@
+// defines: UsageError (bad flags, environment or files: exit 2) and JoinError (rendezvous failed: exit 1).
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace ddp {
+
+// Exit codes shared by every program of the course.
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;  // a run that started and failed: a check, a peer, a timeout
+constexpr int kExitUsage = 2;    // refused before anything started: flags, environment, files
+
+// Thrown for anything the user can fix by changing how the program is started.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Thrown when processes could not form a group: a missing rank, an absent store, a busy port.
+struct JoinError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace ddp

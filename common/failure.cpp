@@ -1,0 +1,39 @@
+// provides: exception-to-message translation and the guarded main of every program.
+#include "common/failure.h"
+
+#include <c10/util/Exception.h>
+
+namespace ddp {
+
+std::string short_what(const std::exception& e) {
+  if (auto* ce = dynamic_cast<const c10::Error*>(&e)) return ce->what_without_backtrace();
+  return e.what();
+}
+
+std::string describe(const std::exception& e) {
+  std::string what = short_what(e);
+  auto has = [&](const char* s) { return what.find(s) != std::string::npos; };
+  if (has("Connection reset by peer") || has("Connection closed by peer") || has("Broken pipe")) {
+    what += " [a peer rank exited during this operation: it crashed, was killed, or ended early; look for its own error]";
+  } else if (has("Timed out") || has("timed out") || has("Timeout")) {
+    what += " [a peer is alive but did not take part within --timeout: it is stuck, or skipped this collective]";
+  }
+  return what;
+}
+
+int guarded_main(const std::function<int()>& body, const std::function<void(const std::string&)>& on_failure) {
+  try {
+    return body();
+  } catch (const UsageError& e) {
+    log_error(e.what());
+    if (on_failure) on_failure(e.what());
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    const std::string cause = describe(e);
+    log_error(cause);
+    if (on_failure) on_failure(cause);
+    return kExitFailure;
+  }
+}
+
+}  // namespace ddp

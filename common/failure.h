@@ -1,0 +1,39 @@
+// defines: guarded_main() (exceptions -> message with rank and host -> exit code), DDP_CHECK, describe().
+#pragma once
+#include <exception>
+#include <functional>
+#include <sstream>
+#include <string>
+
+#include "common/errors.h"
+#include "common/log.h"
+
+namespace ddp {
+
+// The exception's message without LibTorch's C++ backtrace.
+std::string short_what(const std::exception& e);
+
+// short_what() plus what it usually means in a distributed run ("Connection reset by peer":
+// another rank died).
+std::string describe(const std::exception& e);
+
+// Runs a program body: UsageError -> exit 2, anything else -> exit 1, each with one line that
+// names rank, host and cause. `on_failure` gets that cause too (a spawner records it).
+int guarded_main(const std::function<int()>& body,
+                 const std::function<void(const std::string&)>& on_failure = {});
+
+struct CheckFailed : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace ddp
+
+// A failed check names file and line; guarded_main() adds rank and host.
+#define DDP_CHECK(cond, msg)                                                                         \
+  do {                                                                                               \
+    if (!(cond)) {                                                                                   \
+      std::ostringstream ddp_check_os_;                                                              \
+      ddp_check_os_ << "check failed at " << __FILE__ << ":" << __LINE__ << ": " #cond ": " << msg; \
+      throw ::ddp::CheckFailed(ddp_check_os_.str());                                                 \
+    }                                                                                                \
+  } while (0)

@@ -1,0 +1,26 @@
+// defines: log(), log0(), log_error(): every line carries who wrote it ("[rank 1/4] ...").
+#pragma once
+#include <string>
+
+namespace ddp {
+
+// Who this process is, for the prefix of every line. Until the rank is known it is the
+// program's role ("launcher", "rank ?/?").
+void set_log_identity(int rank, int world_size);
+void set_log_identity(const std::string& tag);
+std::string log_identity();
+int log_rank();  // -1 while unknown
+
+// One line to stdout, written with a single write() so lines of different ranks never mix.
+void log(const std::string& msg);
+// Only rank 0 prints: keeps an N-rank console readable.
+void log0(const std::string& msg);
+// To stderr, with host and pid: an error must say where it happened.
+void log_error(const std::string& msg);
+
+}  // namespace ddp
+
+namespace ddp {
+// "2s", "2.5s", "0.125s": seconds for humans.
+std::string seconds(double s);
+}  // namespace ddp

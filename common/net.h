@@ -1,0 +1,13 @@
+// defines: small socket helpers: this host's name, a free TCP port, loopback detection.
+#pragma once
+#include <string>
+
+namespace ddp {
+
+std::string hostname();
+// A port the OS says is free right now on `host` (bind to port 0, read it back, close).
+// Only a suggestion: someone may take it before you do.
+int find_free_port(const std::string& host = "127.0.0.1");
+bool is_loopback(const std::string& addr);
+
+}  // namespace ddp

@@ -1,0 +1,5 @@
+// defines: the precompiled header: LibTorch and c10d, parsed once per build instead of per file.
+#pragma once
+#include <torch/torch.h>
+
+#include "common/compat.h"

@@ -1,0 +1,42 @@
+// defines: init_process_group() and its three steps (store, roll call, backend), as in torch.distributed.
+#pragma once
+#include <torch/torch.h>
+
+#include "common/compat.h"
+#include "common/rank_env.h"
+
+namespace ddp {
+
+struct Group {
+  RankInfo info;
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<Backend> pg;
+  int rank() const { return info.rank.value; }
+  int size() const { return info.world_size.value; }
+};
+
+// Step 0: refuse what cannot work before touching the network (exit 2): validate() plus the
+// checks that need LibTorch (nccl without a GPU or without NCCL in this build).
+void check_can_start(const RankInfo& info);
+
+// Step 1: the store every rank can reach. env:// -> TCPStore hosted by rank 0 (or by the
+// launcher); file:// -> FileStore on a shared file system.
+c10::intrusive_ptr<c10d::Store> make_store(const RankInfo& info);
+
+// Step 2: the roll call. Every rank checks in; a rank that never arrives is named, a rank
+// claimed twice or a disagreeing world size stops everyone. See Note [Roll call].
+void roll_call(c10d::Store& store, const RankInfo& info);
+
+// Step 3: the backend that runs collectives: Gloo on CPU tensors, NCCL on CUDA tensors.
+c10::intrusive_ptr<Backend> make_backend(const c10::intrusive_ptr<c10d::Store>& store, const RankInfo& info);
+
+// How long joining may take before a Watchdog gives up: 3 x --timeout + 5 s.
+std::chrono::milliseconds join_time_limit(const RankInfo& info);
+
+// All of the above: what torch.distributed.init_process_group(init_method=...) does.
+Group init_process_group(const RankInfo& info);
+
+// The device a rank's tensors live on: cuda:<local rank> for nccl, cpu for gloo.
+torch::Device device_for(const RankInfo& info);
+
+}  // namespace ddp

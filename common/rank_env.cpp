@@ -1,0 +1,241 @@
+// provides: rank resolution from flags, torchrun's and Slurm's environment, and its validation.
+#include "common/rank_env.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "common/errors.h"
+#include "common/net.h"
+
+namespace ddp {
+namespace {
+
+constexpr int kDefaultPort = 29500;
+constexpr double kDefaultTimeoutS = 60.0;
+
+int parse_int(const std::string& text, const std::string& what) {
+  int v = 0;
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || p != end) {
+    throw UsageError(what + "='" + text + "' is not an integer");
+  }
+  return v;
+}
+
+// The first of `names` that is set in the environment, parsed as an int.
+std::optional<Sourced<int>> env_int(const EnvLookup& env, std::initializer_list<const char*> names) {
+  for (const char* n : names) {
+    if (auto v = env(n)) return Sourced<int>{parse_int(*v, std::string("environment variable ") + n), std::string("env ") + n};
+  }
+  return std::nullopt;
+}
+
+template <class T>
+Sourced<T> pick(const std::optional<T>& flag, const char* flag_name, std::optional<Sourced<T>> from_env,
+                T fallback, const std::string& fallback_source) {
+  if (flag) return {*flag, flag_name};
+  if (from_env) return *from_env;
+  return {fallback, fallback_source};
+}
+
+}  // namespace
+
+std::chrono::milliseconds RankInfo::timeout() const {
+  return std::chrono::milliseconds(static_cast<long long>(timeout_s.value * 1000.0));
+}
+
+EnvLookup process_env() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  };
+}
+
+std::vector<std::string> expand_nodelist(const std::string& list) {
+  std::vector<std::string> hosts;
+  // Split at commas that are outside brackets.
+  std::vector<std::string> items;
+  int depth = 0;
+  std::string cur;
+  for (char c : list) {
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (c == ',' && depth == 0) {
+      items.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (depth != 0) throw UsageError("malformed Slurm node list '" + list + "'");
+  if (!cur.empty()) items.push_back(cur);
+  for (const auto& item : items) {
+    auto lb = item.find('[');
+    if (lb == std::string::npos) {
+      hosts.push_back(item);
+      continue;
+    }
+    auto rb = item.find(']', lb);
+    std::string prefix = item.substr(0, lb), suffix = item.substr(rb + 1);
+    std::stringstream ranges(item.substr(lb + 1, rb - lb - 1));
+    std::string range;
+    while (std::getline(ranges, range, ',')) {
+      auto dash = range.find('-');
+      std::string lo = range.substr(0, dash);
+      std::string hi = dash == std::string::npos ? lo : range.substr(dash + 1);
+      int a = parse_int(lo, "Slurm node list '" + list + "'");
+      int b = parse_int(hi, "Slurm node list '" + list + "'");
+      for (int i = a; i <= b; ++i) {
+        std::string num = std::to_string(i);
+        if (num.size() < lo.size()) num.insert(0, lo.size() - num.size(), '0');  // node[01-04]
+        hosts.push_back(prefix + num + suffix);
+      }
+    }
+  }
+  return hosts;
+}
+
+std::vector<int> expand_tasks_per_node(const std::string& spec) {
+  std::vector<int> out;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    auto paren = item.find("(x");
+    int count = parse_int(item.substr(0, paren), "Slurm tasks per node '" + spec + "'");
+    int times = 1;
+    if (paren != std::string::npos) {
+      auto close = item.find(')', paren);
+      if (close == std::string::npos) throw UsageError("malformed Slurm tasks per node '" + spec + "'");
+      times = parse_int(item.substr(paren + 2, close - paren - 2), "Slurm tasks per node '" + spec + "'");
+    }
+    for (int i = 0; i < times; ++i) out.push_back(count);
+  }
+  return out;
+}
+
+RankInfo resolve_rank_info(const CommonFlags& f, const EnvLookup& env) {
+  RankInfo r;
+  r.host = hostname();
+
+  r.rank = pick(f.rank, "--rank", env_int(env, {"RANK", "SLURM_PROCID"}), 0, "default");
+  r.world_size = pick(f.world_size, "--world-size", env_int(env, {"WORLD_SIZE", "SLURM_NTASKS"}), 1, "default");
+
+  // Slurm does not export tasks-on-this-node directly: read it from the per-node list.
+  std::optional<Sourced<int>> slurm_local_ws;
+  auto slurm_node = env_int(env, {"SLURM_NODEID"});
+  if (auto tpn = env("SLURM_TASKS_PER_NODE"); tpn && slurm_node) {
+    auto per_node = expand_tasks_per_node(*tpn);
+    if (slurm_node->value >= 0 && slurm_node->value < static_cast<int>(per_node.size())) {
+      slurm_local_ws = Sourced<int>{per_node[slurm_node->value], "env SLURM_TASKS_PER_NODE[SLURM_NODEID]"};
+    }
+  }
+  r.local_world_size = env_int(env, {"LOCAL_WORLD_SIZE"}).value_or(
+      slurm_local_ws.value_or(Sourced<int>{r.world_size.value, "default (= world size: one node)"}));
+  r.local_rank = env_int(env, {"LOCAL_RANK", "SLURM_LOCALID"})
+                     .value_or(Sourced<int>{r.rank.value, "default (= rank: one node)"});
+  r.node_rank = env_int(env, {"GROUP_RANK", "SLURM_NODEID"})
+                    .value_or(Sourced<int>{r.local_world_size.value > 0 ? r.rank.value / r.local_world_size.value : 0,
+                                           "default (rank / local world size)"});
+
+  // Under Slurm, without MASTER_ADDR, the first node of the step hosts the store. We expand
+  // the node list ourselves: relying on `scontrol` made every node a world of one where it
+  // was missing (pytorch#107021).
+  std::optional<Sourced<std::string>> slurm_master;
+  for (const char* var : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"}) {
+    if (auto nl = env(var); nl && !slurm_master) {
+      auto hosts = expand_nodelist(*nl);
+      if (!hosts.empty()) slurm_master = Sourced<std::string>{hosts.front(), std::string("first host of env ") + var};
+    }
+  }
+  std::optional<Sourced<std::string>> env_master;
+  if (auto v = env("MASTER_ADDR")) env_master = Sourced<std::string>{*v, "env MASTER_ADDR"};
+  r.master_addr = pick<std::string>(f.master_addr, "--master-addr", env_master ? env_master : slurm_master,
+                                    "127.0.0.1", "default");
+
+  // Two jobs sharing a node must not share a port: under Slurm derive it from the job id, as
+  // PyTorch Lightning does (15000 + last four digits).
+  std::optional<Sourced<int>> port_env = env_int(env, {"MASTER_PORT"});
+  if (!port_env) {
+    if (auto job = env("SLURM_JOB_ID")) {
+      int id = parse_int(*job, "environment variable SLURM_JOB_ID");
+      port_env = Sourced<int>{15000 + id % 10000, "derived from env SLURM_JOB_ID (15000 + id % 10000)"};
+    }
+  }
+  r.master_port = pick(f.master_port, "--master-port", port_env, kDefaultPort, "default");
+
+  r.external_store = {false, "default"};
+  if (auto v = env("TORCHELASTIC_USE_AGENT_STORE")) {
+    r.external_store = {*v == "True" || *v == "true" || *v == "1", "env TORCHELASTIC_USE_AGENT_STORE"};
+    if (r.external_store.value) {
+      // torchrun's agent keeps its own keys in the same store; workers of restart N live
+      // under their own prefix so that a restarted job never sees the last attempt's keys.
+      r.store_prefix = "/worker/attempt_" + env("TORCHELASTIC_RESTART_COUNT").value_or("0");
+    }
+  }
+
+  r.backend = pick<std::string>(f.backend, "--backend", std::nullopt, "gloo", "default");
+  r.init = pick<std::string>(f.init, "--init", std::nullopt, "env://", "default");
+  r.timeout_s = pick<double>(f.timeout_s, "--timeout", std::nullopt, kDefaultTimeoutS, "default");
+  return r;
+}
+
+void validate(const RankInfo& r) {
+  auto from = [](const auto& s) { return " (from " + s.source + ")"; };
+  if (r.world_size.value < 1) {
+    throw UsageError("world size must be at least 1, got " + std::to_string(r.world_size.value) + from(r.world_size));
+  }
+  if (r.rank.value < 0 || r.rank.value >= r.world_size.value) {
+    throw UsageError("rank " + std::to_string(r.rank.value) + from(r.rank) + " is out of range for world size " +
+                     std::to_string(r.world_size.value) + from(r.world_size) + ": ranks are 0.." +
+                     std::to_string(r.world_size.value - 1));
+  }
+  if (r.local_world_size.value < 1 || r.local_world_size.value > r.world_size.value) {
+    throw UsageError("local world size " + std::to_string(r.local_world_size.value) + from(r.local_world_size) +
+                     " must be between 1 and the world size " + std::to_string(r.world_size.value));
+  }
+  if (r.local_rank.value < 0 || r.local_rank.value >= r.local_world_size.value) {
+    throw UsageError("local rank " + std::to_string(r.local_rank.value) + from(r.local_rank) +
+                     " is out of range for local world size " + std::to_string(r.local_world_size.value) +
+                     from(r.local_world_size));
+  }
+  if (r.master_port.value < 1 || r.master_port.value > 65535) {
+    throw UsageError("port " + std::to_string(r.master_port.value) + from(r.master_port) +
+                     " is out of range: use 1..65535 (above 1024 without root)");
+  }
+  if (r.master_addr.value.empty()) throw UsageError("master address is empty" + from(r.master_addr));
+  if (r.backend.value != "gloo" && r.backend.value != "nccl") {
+    throw UsageError("unknown backend '" + r.backend.value + "'" + from(r.backend) + ": use gloo or nccl");
+  }
+  if (r.init.value != "env://" && !(r.file_init() && r.file_path().size() > 1 && r.file_path()[0] == '/')) {
+    throw UsageError("unknown init method '" + r.init.value + "'" + from(r.init) +
+                     ": use env:// or file:///absolute/path");
+  }
+  if (!std::isfinite(r.timeout_s.value) || r.timeout_s.value <= 0) {
+    throw UsageError("timeout must be a positive number of seconds" + from(r.timeout_s));
+  }
+}
+
+std::string explain(const RankInfo& r) {
+  std::ostringstream os;
+  auto row = [&](const char* name, const auto& v) { os << "  " << name << " = " << v.value << "   <- " << v.source << "\n"; };
+  os << "resolved settings on host " << r.host << ":\n";
+  row("rank            ", r.rank);
+  row("world_size      ", r.world_size);
+  row("local_rank      ", r.local_rank);
+  row("local_world_size", r.local_world_size);
+  row("node_rank       ", r.node_rank);
+  row("master_addr     ", r.master_addr);
+  row("master_port     ", r.master_port);
+  os << "  external_store   = " << (r.external_store.value ? "yes" : "no") << "   <- " << r.external_store.source << "\n";
+  if (!r.store_prefix.empty()) os << "  store_prefix     = " << r.store_prefix << "\n";
+  row("backend         ", r.backend);
+  row("init            ", r.init);
+  row("timeout_s       ", r.timeout_s);
+  return os.str();
+}
+
+}  // namespace ddp

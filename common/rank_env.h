@@ -1,0 +1,59 @@
+// defines: RankInfo and resolve_rank_info(): who am I, how many are we, where do we meet.
+#pragma once
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/cli.h"
+
+namespace ddp {
+
+// A value and where it came from ("--rank", "env RANK", "env SLURM_PROCID", "default").
+template <class T>
+struct Sourced {
+  T value{};
+  std::string source;
+};
+
+struct RankInfo {
+  Sourced<int> rank, world_size;
+  Sourced<int> local_rank, local_world_size, node_rank;
+  Sourced<std::string> master_addr;
+  Sourced<int> master_port;
+  // true when a launcher (torchrun's agent, our spawner) already hosts the TCP store: then
+  // rank 0 connects to it instead of creating one.
+  Sourced<bool> external_store;
+  std::string store_prefix;  // keys namespace inside an external store
+  Sourced<std::string> backend, init;
+  Sourced<double> timeout_s;
+  std::string host;
+
+  std::chrono::milliseconds timeout() const;
+  bool file_init() const { return init.value.rfind("file://", 0) == 0; }
+  std::string file_path() const { return init.value.substr(7); }
+};
+
+// Looks up an environment variable; a function so that tests can supply their own.
+using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
+EnvLookup process_env();
+
+// Precedence, field by field: command-line flag > torchrun variables (RANK, WORLD_SIZE,
+// LOCAL_RANK, ...) > Slurm variables (SLURM_PROCID, SLURM_NTASKS, ...) > defaults.
+// Throws UsageError for a variable that does not parse.
+RankInfo resolve_rank_info(const CommonFlags& flags, const EnvLookup& env = process_env());
+
+// Throws UsageError naming the first inconsistency (rank >= world size, port out of range,
+// unknown backend, ...). Checks only what can be checked without other processes.
+void validate(const RankInfo& info);
+
+// Every resolved value with its source, one per line: what --explain-env prints.
+std::string explain(const RankInfo& info);
+
+// Slurm's compressed host lists: "node[1-3,7],gpu05" -> node1 node2 node3 node7 gpu05.
+std::vector<std::string> expand_nodelist(const std::string& list);
+// Slurm's tasks per node: "2(x3),1" -> 2 2 2 1.
+std::vector<int> expand_tasks_per_node(const std::string& spec);
+
+}  // namespace ddp

@@ -1,0 +1,20 @@
+// provides: check_sum_of_ranks(), chapter 01's self-check, for the chapters after it.
+#include "common/self_check.h"
+
+#include "common/failure.h"
+#include "common/log.h"
+
+namespace ddp {
+
+void check_sum_of_ranks(Group& g) {
+  const int world = g.size();
+  std::vector<torch::Tensor> t{torch::full({1}, g.rank(), torch::TensorOptions(torch::kFloat64).device(device_for(g.info)))};
+  g.pg->allreduce(t)->wait();
+  const double got = t[0].item<double>(), want = world * (world - 1) / 2.0;
+  log("check: all-reduce(SUM) of the ranks = " + std::to_string(static_cast<long long>(got)) +
+      ", n(n-1)/2 = " + std::to_string(static_cast<long long>(want)) + (got == want ? ": OK" : ": WRONG"));
+  DDP_CHECK(got == want, "all-reduce returned " << got << ", expected " << want);
+  g.pg->barrier()->wait();
+}
+
+}  // namespace ddp

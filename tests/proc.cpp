@@ -1,0 +1,142 @@
+// provides: the process runner of the multi-process tests.
+#include "proc.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "common/net.h"
+
+extern char** environ;
+
+namespace ddp_test {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+bool steers_ranks(const std::string& name) {
+  static const char* exact[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                                "MASTER_ADDR", "MASTER_PORT", "GLOO_SOCKET_IFNAME"};
+  for (const char* e : exact) {
+    if (name == e) return true;
+  }
+  return name.rfind("SLURM_", 0) == 0 || name.rfind("TORCHELASTIC_", 0) == 0;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+std::string bin(const std::string& name) { return std::string(DDP_BIN_DIR) + "/" + name; }
+
+int free_port() { return ddp::find_free_port("127.0.0.1"); }
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/ddp_test_XXXXXX";
+  if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+  return tmpl;
+}
+
+int count(const std::string& hay, const std::string& needle) {
+  int n = 0;
+  for (size_t pos = hay.find(needle); pos != std::string::npos; pos = hay.find(needle, pos + 1)) ++n;
+  return n;
+}
+
+std::vector<ProcResult> run_all(const std::vector<ProcSpec>& specs, double deadline_s) {
+  const std::string dir = temp_dir();
+  std::vector<ProcResult> results(specs.size());
+  std::vector<pid_t> pids(specs.size(), -1);
+  std::vector<double> started(specs.size(), 0);
+  std::vector<bool> signalled(specs.size(), false);
+  const double t0 = now_s();
+  size_t next = 0;
+  size_t running = 0;
+  auto launch = [&](size_t i) {
+    const ProcSpec& s = specs[i];
+    std::vector<std::string> env_strs;
+    for (char** e = environ; *e; ++e) {
+      std::string kv = *e;
+      if (!steers_ranks(kv.substr(0, kv.find('=')))) env_strs.push_back(kv);
+    }
+    for (const auto& [k, v] : s.env) env_strs.push_back(k + "=" + v);
+    const std::string out = dir + "/" + std::to_string(i) + ".log";
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      ::setpgid(0, 0);  // its own process group: a stuck launcher and its workers die together
+      std::vector<char*> argv, envp;
+      std::string prog = s.argv[0].find('/') == std::string::npos ? bin(s.argv[0]) : s.argv[0];
+      argv.push_back(prog.data());
+      for (size_t k = 1; k < s.argv.size(); ++k) argv.push_back(const_cast<char*>(s.argv[k].c_str()));
+      argv.push_back(nullptr);
+      for (auto& kv : env_strs) envp.push_back(kv.data());
+      envp.push_back(nullptr);
+      ::execve(prog.c_str(), argv.data(), envp.data());
+      std::fprintf(stderr, "exec %s: %s\n", prog.c_str(), std::strerror(errno));
+      ::_exit(127);
+    }
+    pids[i] = pid;
+    started[i] = now_s();
+    ++running;
+  };
+  while (next < specs.size() || running > 0) {
+    const double t = now_s() - t0;
+    while (next < specs.size() && specs[next].start_delay_s <= t) launch(next++);
+    for (size_t i = 0; i < specs.size(); ++i) {
+      if (pids[i] <= 0) continue;
+      if (specs[i].signal && !signalled[i] && now_s() - started[i] >= specs[i].signal_after_s) {
+        ::kill(pids[i], specs[i].signal);
+        signalled[i] = true;
+      }
+      int st = 0;
+      if (::waitpid(pids[i], &st, WNOHANG) == pids[i]) {
+        results[i].seconds = now_s() - started[i];
+        if (WIFEXITED(st)) results[i].exit_code = WEXITSTATUS(st);
+        if (WIFSIGNALED(st)) results[i].term_signal = WTERMSIG(st);
+        pids[i] = -1;
+        --running;
+      }
+    }
+    if (t > deadline_s) {
+      for (size_t i = 0; i < specs.size(); ++i) {
+        if (pids[i] <= 0) continue;
+        ::kill(-pids[i], SIGKILL);
+        ::kill(pids[i], SIGKILL);
+        int st = 0;
+        ::waitpid(pids[i], &st, 0);
+        results[i].timed_out = true;
+        results[i].seconds = now_s() - started[i];
+        pids[i] = -1;
+        --running;
+      }
+      next = specs.size();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (size_t i = 0; i < specs.size(); ++i) results[i].output = read_file(dir + "/" + std::to_string(i) + ".log");
+  std::system(("rm -rf " + dir).c_str());
+  return results;
+}
+
+ProcResult run_one(const ProcSpec& spec, double deadline_s) { return run_all({spec}, deadline_s)[0]; }
+
+}  // namespace ddp_test

@@ -1,0 +1,40 @@
+// defines: run real processes with a deadline and capture what they print (for multi-rank tests).
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ddp_test {
+
+struct ProcSpec {
+  std::vector<std::string> argv;            // argv[0]: a program in the build folder, or a path
+  std::map<std::string, std::string> env;   // added to a clean environment (see run_all)
+  double start_delay_s = 0;                 // started this long after the first process
+  int signal = 0;                           // if set: sent to the process ...
+  double signal_after_s = 0;                // ... this long after it started
+};
+
+struct ProcResult {
+  int exit_code = -1;    // -1 when killed by a signal
+  int term_signal = 0;   // the signal that ended it, 0 if it exited
+  bool timed_out = false;
+  double seconds = 0;    // from its start to its end
+  std::string output;    // stdout and stderr together
+};
+
+// Starts every process, waits at most `deadline_s` for all of them, SIGKILLs what is left.
+// The environment is the test's own minus every variable that steers rank resolution
+// (RANK, WORLD_SIZE, MASTER_*, LOCAL_*, SLURM_*, TORCHELASTIC_*), plus spec.env.
+std::vector<ProcResult> run_all(const std::vector<ProcSpec>& specs, double deadline_s);
+ProcResult run_one(const ProcSpec& spec, double deadline_s);
+
+// Path of a program built next to the tests.
+std::string bin(const std::string& name);
+// A TCP port that is free right now.
+int free_port();
+// A fresh empty folder under /tmp.
+std::string temp_dir();
+// How often `needle` occurs in `hay`.
+int count(const std::string& hay, const std::string& needle);
+
+}  // namespace ddp_test

@@ -1,0 +1,219 @@
+// 01_join_group as real processes: joins at world sizes 1, 2, 4, and every way joining can fail.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "proc.h"
+
+using namespace ddp_test;
+
+namespace {
+
+// Rank r of an n-rank 01_join_group on 127.0.0.1:port, timeout in seconds.
+ProcSpec rank_of(int r, int n, int port, double timeout_s = 5, std::vector<std::string> extra = {}) {
+  ProcSpec s{{"01_join_group", "--rank", std::to_string(r), "--world-size", std::to_string(n), "--master-addr",
+              "127.0.0.1", "--master-port", std::to_string(port), "--timeout", std::to_string(timeout_s)}};
+  for (auto& e : extra) s.argv.push_back(e);
+  return s;
+}
+
+std::string all_output(const std::vector<ProcResult>& rs) {
+  std::string s;
+  for (auto& r : rs) s += r.output + "\n----\n";
+  return s;
+}
+
+void expect_joined(const std::vector<ProcResult>& rs) {
+  const int n = static_cast<int>(rs.size());
+  const std::string sum = std::to_string(n * (n - 1) / 2);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_FALSE(rs[r].timed_out) << all_output(rs);
+    EXPECT_EQ(rs[r].exit_code, 0) << all_output(rs);
+    EXPECT_EQ(count(rs[r].output, "Rank " + std::to_string(r) + " has joined the process group!"), 1) << rs[r].output;
+    EXPECT_EQ(count(rs[r].output, "all-reduce(SUM) of the ranks = " + sum + ", n(n-1)/2 = " + sum + ": OK"), 1)
+        << rs[r].output;
+  }
+}
+
+}  // namespace
+
+class JoinAtWorldSize : public ::testing::TestWithParam<int> {};
+
+TEST_P(JoinAtWorldSize, AllRanksJoinAndAllReduceTheirRanks) {
+  const int n = GetParam(), port = free_port();
+  std::vector<ProcSpec> specs;
+  for (int r = n - 1; r >= 0; --r) specs.push_back(rank_of(r, n, port));  // rank 0 last: the others wait for it
+  auto rs = run_all(specs, 60);
+  std::reverse(rs.begin(), rs.end());
+  expect_joined(rs);
+}
+INSTANTIATE_TEST_SUITE_P(Join, JoinAtWorldSize, ::testing::Values(1, 2, 4));
+
+TEST(Join, TorchrunVariablesAloneAreEnough) {
+  const int port = free_port();
+  std::vector<ProcSpec> specs;
+  for (int r = 0; r < 2; ++r) {
+    specs.push_back({{"01_join_group", "--timeout", "5"},
+                     {{"RANK", std::to_string(r)}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
+                      {"MASTER_PORT", std::to_string(port)}}});
+  }
+  expect_joined(run_all(specs, 60));
+}
+
+TEST(Join, FileStoreInit) {
+  const std::string file = temp_dir() + "/store";
+  std::vector<ProcSpec> specs;
+  for (int r = 0; r < 2; ++r) {
+    specs.push_back({{"01_join_group", "--rank", std::to_string(r), "--world-size", "2", "--init", "file://" + file,
+                      "--timeout", "5"}});
+  }
+  expect_joined(run_all(specs, 60));
+}
+
+TEST(JoinFailure, MissingRankIsNamedByEveryoneWithinTheTimeout) {
+  const int port = free_port();
+  auto rs = run_all({rank_of(0, 3, port, 2), rank_of(1, 3, port, 2)}, 30);
+  for (auto& r : rs) {
+    EXPECT_FALSE(r.timed_out) << all_output(rs);
+    EXPECT_EQ(r.exit_code, 1) << all_output(rs);
+    EXPECT_NE(r.output.find("rank 2 never joined within 2s (world size 3; present: 0, 1)"), std::string::npos)
+        << all_output(rs);
+    EXPECT_LT(r.seconds, 10) << all_output(rs);
+  }
+}
+
+TEST(JoinFailure, SeveralMissingRanksAreAllNamed) {
+  auto r = run_one(rank_of(0, 4, free_port(), 1.5), 30);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("ranks 1, 2, 3 never joined within 1.5s (world size 4; present: 0)"), std::string::npos)
+      << r.output;
+}
+
+TEST(JoinFailure, AbsentStoreHostSaysSo) {
+  auto r = run_one(rank_of(1, 2, free_port(), 2), 30);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("could not reach the store at 127.0.0.1:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 0, which hosts it, is not running"), std::string::npos) << r.output;
+  EXPECT_LT(r.seconds, 10);
+}
+
+TEST(JoinFailure, PortInUseIsReportedWithAFreePort) {
+  // Someone else's server holds the port (as a second job on the same node would).
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(fd, 16), 0);
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  const int port = ntohs(a.sin_port);
+  auto rs = run_all({rank_of(0, 2, port, 2), rank_of(1, 2, port, 2)}, 30);
+  ::close(fd);
+  EXPECT_EQ(rs[0].exit_code, 1) << rs[0].output;
+  EXPECT_NE(rs[0].output.find("port " + std::to_string(port) + " (from --master-port) is already in use"), std::string::npos)
+      << rs[0].output;
+  EXPECT_NE(rs[0].output.find("--master-port "), std::string::npos) << rs[0].output;
+  EXPECT_LT(rs[0].seconds, 3) << "rank 0 should fail at once";
+  // Rank 1 reached the squatter, not a store, which never answers: its watchdog must end it,
+  // with an error, after 3 x --timeout + 5 s.
+  EXPECT_FALSE(rs[1].timed_out) << rs[1].output;
+  EXPECT_EQ(rs[1].exit_code, 1) << rs[1].output;
+  EXPECT_NE(rs[1].output.find("stuck for 11s while joining the process group"), std::string::npos) << rs[1].output;
+}
+
+TEST(JoinFailure, RankClaimedTwiceStopsEveryoneWithExit2) {
+  const int port = free_port();
+  // World size 3 with rank 2 absent keeps the roll call open while the second "rank 1" arrives.
+  ProcSpec second = rank_of(1, 3, port, 5);
+  second.start_delay_s = 1;
+  auto rs = run_all({rank_of(0, 3, port, 5), rank_of(1, 3, port, 5), second}, 30);
+  for (auto& r : rs) {
+    EXPECT_EQ(r.exit_code, 2) << all_output(rs);
+    // Which of the two "rank 1" processes comes second depends on start-up times.
+    EXPECT_NE(r.output.find("rank 1 was claimed by two processes"), std::string::npos) << all_output(rs);
+    EXPECT_LT(r.seconds, 5) << "must not wait for the timeout";
+  }
+}
+
+TEST(JoinFailure, DisagreeingWorldSizesStopEveryoneWithExit2) {
+  const int port = free_port();
+  ProcSpec late = rank_of(1, 3, port, 5);
+  late.start_delay_s = 0.5;
+  auto rs = run_all({rank_of(0, 2, port, 5), late}, 30);
+  for (auto& r : rs) {
+    EXPECT_EQ(r.exit_code, 2) << all_output(rs);
+    EXPECT_NE(r.output.find("world sizes disagree: rank 1 on host"), std::string::npos) << all_output(rs);
+    EXPECT_NE(r.output.find("was started with world size 3, the first rank to arrive with world size 2"), std::string::npos)
+        << all_output(rs);
+  }
+}
+
+TEST(JoinFailure, AgentStoreIsJoinedNotCreated) {
+  // With TORCHELASTIC_USE_AGENT_STORE=True rank 0 must connect to the launcher's store; with
+  // none there it fails to connect instead of quietly hosting one.
+  ProcSpec s{{"01_join_group", "--timeout", "1.5"},
+             {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "127.0.0.1"},
+              {"MASTER_PORT", std::to_string(free_port())}, {"TORCHELASTIC_USE_AGENT_STORE", "True"}}};
+  auto r = run_one(s, 30);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("the launcher, which hosts it, is not running"), std::string::npos) << r.output;
+  s.env.erase("TORCHELASTIC_USE_AGENT_STORE");
+  r = run_one(s, 30);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+struct BadStart {
+  std::string name;
+  std::vector<std::string> args;
+  std::map<std::string, std::string> env;
+  std::string message;
+};
+
+class RefusedBeforeStart : public ::testing::TestWithParam<BadStart> {};
+
+TEST_P(RefusedBeforeStart, Exit2WithAMessage) {
+  const BadStart& b = GetParam();
+  ProcSpec s{{"01_join_group"}, b.env};
+  for (auto& a : b.args) s.argv.push_back(a);
+  // Short, so that a start that is wrongly accepted fails fast instead of waiting for peers.
+  if (std::find(b.args.begin(), b.args.end(), "--timeout") == b.args.end()) s.argv.insert(s.argv.end(), {"--timeout", "2"});
+  auto r = run_one(s, 20);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find(b.message), std::string::npos) << r.output;
+  EXPECT_LT(r.seconds, 5) << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    BadInput, RefusedBeforeStart,
+    ::testing::Values(
+        BadStart{"RankTooLarge", {"--rank", "2", "--world-size", "2"}, {}, "rank 2 (from --rank) is out of range for world size 2"},
+        BadStart{"NegativeRank", {"--rank", "-1", "--world-size", "2"}, {}, "rank -1 (from --rank) is out of range"},
+        BadStart{"ZeroWorld", {"--world-size", "0"}, {}, "world size must be at least 1"},
+        BadStart{"PortTooLarge", {"--master-port", "70000"}, {}, "port 70000 (from --master-port) is out of range"},
+        BadStart{"PortZeroFromEnv", {}, {{"MASTER_PORT", "0"}}, "port 0 (from env MASTER_PORT) is out of range"},
+        BadStart{"UnknownBackend", {"--backend", "mpi"}, {}, "unknown backend 'mpi'"},
+        BadStart{"NcclWithoutGpu", {"--backend", "nccl"}, {}, "--backend nccl"},
+        BadStart{"UnknownInit", {"--init", "tcp://127.0.0.1:1"}, {}, "unknown init method"},
+        BadStart{"ZeroTimeout", {"--timeout", "0"}, {}, "timeout must be a positive number"},
+        BadStart{"WorldNotANumber", {"--world-size", "two"}, {}, "--world-size"},
+        BadStart{"UnknownFlag", {"--no-such-flag"}, {}, "--no-such-flag"},
+        BadStart{"RankEnvNotANumber", {}, {{"RANK", "abc"}, {"WORLD_SIZE", "2"}}, "environment variable RANK='abc' is not an integer"},
+        BadStart{"SlurmRankOutOfRange", {}, {{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "2"}}, "rank 3 (from env SLURM_PROCID) is out of range"}),
+    [](const ::testing::TestParamInfo<BadStart>& p) { return p.param.name; });
+
+TEST(ExplainEnv, PrintsEachValueWithItsSourceAndJoinsNothing) {
+  ProcSpec s{{"01_join_group", "--rank", "1", "--explain-env"},
+             {{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"SLURM_PROCID", "2"}, {"MASTER_PORT", "1234"}}};
+  auto r = run_one(s, 20);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("rank             = 1   <- --rank"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("world_size       = 4   <- env WORLD_SIZE"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("master_port      = 1234   <- env MASTER_PORT"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("joining"), std::string::npos) << r.output;
+}

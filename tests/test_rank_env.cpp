@@ -1,0 +1,169 @@
+// Unit tests of rank resolution: precedence flag > torchrun > Slurm > default, parsing, validation.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "common/errors.h"
+#include "common/rank_env.h"
+
+using ddp::CommonFlags;
+using ddp::RankInfo;
+
+namespace {
+
+ddp::EnvLookup env_of(std::map<std::string, std::string> vars) {
+  return [vars](const std::string& k) -> std::optional<std::string> {
+    auto it = vars.find(k);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+RankInfo resolve(std::map<std::string, std::string> vars, CommonFlags f = {}) {
+  return ddp::resolve_rank_info(f, env_of(std::move(vars)));
+}
+
+const std::map<std::string, std::string> kSlurm = {
+    {"SLURM_PROCID", "5"},       {"SLURM_NTASKS", "8"},         {"SLURM_LOCALID", "1"},
+    {"SLURM_NODEID", "1"},       {"SLURM_TASKS_PER_NODE", "4(x2)"}, {"SLURM_JOB_NODELIST", "gpu[07-08]"},
+    {"SLURM_JOB_ID", "123456"}};
+
+}  // namespace
+
+TEST(RankEnv, DefaultsAreASingleLocalProcess) {
+  RankInfo r = resolve({});
+  EXPECT_EQ(r.rank.value, 0);
+  EXPECT_EQ(r.world_size.value, 1);
+  EXPECT_EQ(r.master_addr.value, "127.0.0.1");
+  EXPECT_EQ(r.master_port.value, 29500);
+  EXPECT_EQ(r.backend.value, "gloo");
+  EXPECT_EQ(r.init.value, "env://");
+  EXPECT_EQ(r.rank.source, "default");
+  EXPECT_NO_THROW(ddp::validate(r));
+}
+
+TEST(RankEnv, SlurmVariablesAreUsedWhenNothingElseIsSet) {
+  RankInfo r = resolve(kSlurm);
+  EXPECT_EQ(r.rank.value, 5);
+  EXPECT_EQ(r.rank.source, "env SLURM_PROCID");
+  EXPECT_EQ(r.world_size.value, 8);
+  EXPECT_EQ(r.local_rank.value, 1);
+  EXPECT_EQ(r.node_rank.value, 1);
+  EXPECT_EQ(r.local_world_size.value, 4);
+  EXPECT_EQ(r.master_addr.value, "gpu07");  // first host of the list, expanded without scontrol
+  EXPECT_EQ(r.master_port.value, 15000 + 123456 % 10000);
+  EXPECT_NO_THROW(ddp::validate(r));
+}
+
+TEST(RankEnv, TorchrunVariablesBeatSlurm) {
+  auto vars = kSlurm;
+  vars.insert({{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "2"},
+               {"GROUP_RANK", "1"}, {"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "29600"}});
+  RankInfo r = resolve(vars);
+  EXPECT_EQ(r.rank.value, 2);
+  EXPECT_EQ(r.rank.source, "env RANK");
+  EXPECT_EQ(r.world_size.value, 4);
+  EXPECT_EQ(r.local_rank.value, 0);
+  EXPECT_EQ(r.local_world_size.value, 2);
+  EXPECT_EQ(r.node_rank.value, 1);
+  EXPECT_EQ(r.master_addr.value, "10.1.2.3");
+  EXPECT_EQ(r.master_port.value, 29600);
+  EXPECT_EQ(r.master_port.source, "env MASTER_PORT");
+}
+
+TEST(RankEnv, FlagsBeatEverything) {
+  auto vars = kSlurm;
+  vars.insert({{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "29600"}});
+  CommonFlags f;
+  f.rank = 1;
+  f.world_size = 3;
+  f.master_addr = "127.0.0.1";
+  f.master_port = 30000;
+  f.backend = "gloo";
+  f.timeout_s = 2.5;
+  RankInfo r = resolve(vars, f);
+  EXPECT_EQ(r.rank.value, 1);
+  EXPECT_EQ(r.rank.source, "--rank");
+  EXPECT_EQ(r.world_size.value, 3);
+  EXPECT_EQ(r.master_addr.value, "127.0.0.1");
+  EXPECT_EQ(r.master_port.value, 30000);
+  EXPECT_EQ(r.timeout().count(), 2500);
+  EXPECT_EQ(r.timeout_s.source, "--timeout");
+}
+
+TEST(RankEnv, LocalRankDefaultsToRankOnOneNode) {
+  CommonFlags f;
+  f.rank = 3;
+  f.world_size = 4;
+  RankInfo r = resolve({}, f);
+  EXPECT_EQ(r.local_rank.value, 3);
+  EXPECT_EQ(r.local_world_size.value, 4);
+  EXPECT_EQ(r.node_rank.value, 0);
+}
+
+TEST(RankEnv, AgentStoreOfTorchrunIsJoinedUnderItsAttemptPrefix) {
+  RankInfo r = resolve({{"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"TORCHELASTIC_RESTART_COUNT", "2"}});
+  EXPECT_TRUE(r.external_store.value);
+  EXPECT_EQ(r.store_prefix, "/worker/attempt_2");
+  EXPECT_FALSE(resolve({{"TORCHELASTIC_USE_AGENT_STORE", "False"}}).external_store.value);
+  EXPECT_FALSE(resolve({}).external_store.value);
+}
+
+TEST(RankEnv, MalformedVariablesAreRefusedByName) {
+  try {
+    resolve({{"RANK", "one"}});
+    FAIL() << "RANK=one was accepted";
+  } catch (const ddp::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("RANK='one'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(resolve({{"WORLD_SIZE", "4x"}}), ddp::UsageError);
+  EXPECT_THROW(resolve({{"MASTER_PORT", ""}}), ddp::UsageError);
+  EXPECT_THROW(resolve({{"SLURM_JOB_NODELIST", "node[1-2"}}), ddp::UsageError);
+}
+
+TEST(RankEnv, NodelistExpansion) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(ddp::expand_nodelist("node1"), V({"node1"}));
+  EXPECT_EQ(ddp::expand_nodelist("node[1-3]"), V({"node1", "node2", "node3"}));
+  EXPECT_EQ(ddp::expand_nodelist("gpu[08-10,15],cpu1"), V({"gpu08", "gpu09", "gpu10", "gpu15", "cpu1"}));
+  EXPECT_EQ(ddp::expand_nodelist("a[1-2]-ib,b"), V({"a1-ib", "a2-ib", "b"}));
+  EXPECT_EQ(ddp::expand_tasks_per_node("2(x3),1"), std::vector<int>({2, 2, 2, 1}));
+  EXPECT_EQ(ddp::expand_tasks_per_node("4"), std::vector<int>({4}));
+}
+
+TEST(RankEnv, ValidationNamesTheProblem) {
+  auto refused = [](CommonFlags f, const std::string& needle) {
+    try {
+      ddp::validate(ddp::resolve_rank_info(f, env_of({})));
+    } catch (const ddp::UsageError& e) {
+      return std::string(e.what()).find(needle) != std::string::npos ? std::string() : std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CommonFlags f;
+  f.rank = 2, f.world_size = 2;
+  EXPECT_EQ(refused(f, "rank 2 (from --rank) is out of range for world size 2"), "");
+  f = {}, f.world_size = 0;
+  EXPECT_EQ(refused(f, "world size must be at least 1"), "");
+  f = {}, f.master_port = 70000;
+  EXPECT_EQ(refused(f, "port 70000"), "");
+  f = {}, f.master_port = 0;
+  EXPECT_EQ(refused(f, "port 0"), "");
+  f = {}, f.backend = "mpi";
+  EXPECT_EQ(refused(f, "unknown backend 'mpi'"), "");
+  f = {}, f.init = "tcp://x:1";
+  EXPECT_EQ(refused(f, "unknown init method"), "");
+  f = {}, f.init = "file://relative";
+  EXPECT_EQ(refused(f, "unknown init method"), "");
+  f = {}, f.timeout_s = -1;
+  EXPECT_EQ(refused(f, "timeout must be a positive"), "");
+}
+
+TEST(RankEnv, ExplainSaysWhereEachValueCameFrom) {
+  CommonFlags f;
+  f.rank = 1;
+  std::string text = ddp::explain(resolve({{"WORLD_SIZE", "4"}, {"SLURM_JOB_NODELIST", "n[3-4]"}}, f));
+  EXPECT_NE(text.find("rank             = 1   <- --rank"), std::string::npos) << text;
+  EXPECT_NE(text.find("world_size       = 4   <- env WORLD_SIZE"), std::string::npos) << text;
+  EXPECT_NE(text.find("master_addr      = n3   <- first host of env SLURM_JOB_NODELIST"), std::string::npos) << text;
+}

@@ -1,0 +1,103 @@
+// 02_spawn as a real process: N workers, simulated nodes, injected failures and the root-cause table.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+
+#include "proc.h"
+
+using namespace ddp_test;
+
+namespace {
+
+ProcSpec spawn(std::vector<std::string> args) {
+  ProcSpec s{{"02_spawn"}};
+  if (std::find(args.begin(), args.end(), "--timeout") == args.end()) args.insert(args.end(), {"--timeout", "5"});
+  for (auto& a : args) s.argv.push_back(a);
+  return s;
+}
+
+}  // namespace
+
+TEST(Spawn, EightWorkersJoinAndCheckTheSum) {
+  auto r = run_one(spawn({"--world-size", "8"}), 90);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (int k = 0; k < 8; ++k) EXPECT_EQ(count(r.output, "Rank " + std::to_string(k) + " has joined"), 1) << r.output;
+  EXPECT_EQ(count(r.output, "all-reduce(SUM) of the ranks = 28, n(n-1)/2 = 28: OK"), 8) << r.output;
+  EXPECT_NE(r.output.find("all 8 workers exited 0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(port chosen by the OS)"), std::string::npos) << r.output;
+}
+
+TEST(Spawn, SimulatedNodesGiveNodeAndLocalRanks) {
+  auto r = run_one(spawn({"--nnodes", "2", "--nproc-per-node", "3"}), 90);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (int k = 0; k < 6; ++k) {
+    const std::string line = "[rank " + std::to_string(k) + "/6] node " + std::to_string(k / 3) + ", local rank " +
+                             std::to_string(k % 3) + ": Rank " + std::to_string(k) + " has joined";
+    EXPECT_EQ(count(r.output, line), 1) << line << "\n" << r.output;
+  }
+  EXPECT_EQ(count(r.output, "= 15, n(n-1)/2 = 15: OK"), 6) << r.output;
+}
+
+TEST(Spawn, TwoRunsAtOnceDoNotClash) {
+  auto rs = run_all({spawn({"--world-size", "2"}), spawn({"--world-size", "2"}), spawn({"--world-size", "2"})}, 90);
+  for (auto& r : rs) EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST(SpawnFailure, ExitingWorkerIsNamedFirstAndTheOthersAreStopped) {
+  auto r = run_one(spawn({"--world-size", "4", "--fail-rank", "2", "--fail-mode", "exit"}), 60);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 3) << r.output;  // the first failure's own exit code
+  EXPECT_NE(r.output.find("first: rank 2\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("injected fault: exit code 3"), std::string::npos) << r.output;
+  // The table has one row per rank; rank 2's row carries the mark.
+  EXPECT_NE(r.output.find("  2   * 0     2"), std::string::npos) << r.output;
+  for (int k : {0, 1, 3}) EXPECT_NE(r.output.find("\n  " + std::to_string(k) + "     0     "), std::string::npos) << r.output;
+}
+
+TEST(SpawnFailure, KilledWorkerIsReportedBySignal) {
+  auto r = run_one(spawn({"--nnodes", "2", "--nproc-per-node", "2", "--fail-rank", "3", "--fail-mode", "kill"}), 60);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.output;
+  EXPECT_NE(r.output.find("first: rank 3\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  3   * 1     1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("signal 9 (Killed)"), std::string::npos) << r.output;
+}
+
+TEST(SpawnFailure, HangingWorkerMakesThePeersTimeOutAndIsStopped) {
+  // Rank 1 stays alive but never enters the all-reduce: the peers' collective times out
+  // after --timeout, they fail, and the launcher stops rank 1.
+  auto r = run_one(spawn({"--world-size", "3", "--fail-rank", "1", "--fail-mode", "hang", "--timeout", "2"}), 60);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("stopped by launcher"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("did not take part within --timeout"), std::string::npos) << r.output;
+  EXPECT_LT(r.seconds, 20) << r.output;
+}
+
+TEST(SpawnFailure, SigtermToTheLauncherReachesTheWorkers) {
+  // A hung rank keeps the run alive; SIGTERM to the launcher must end every worker.
+  ProcSpec s = spawn({"--world-size", "2", "--fail-rank", "0", "--fail-mode", "hang", "--timeout", "30"});
+  s.signal = SIGTERM;
+  s.signal_after_s = 2;
+  auto r = run_one(s, 60);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_NE(r.output.find("received Terminated, passing it on to the workers"), std::string::npos) << r.output;
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.output;
+  EXPECT_LT(r.seconds, 15) << r.output;
+  // Both workers ended by the forwarded signal, within the grace period.
+  EXPECT_EQ(count(r.output, "signal 15 (Terminated)"), 2) << r.output;
+}
+
+TEST(SpawnFailure, BadPlansAreRefusedWithExit2) {
+  for (auto args : std::vector<std::vector<std::string>>{{"--world-size", "5", "--nnodes", "2"},
+                                                         {"--nnodes", "0"},
+                                                         {"--world-size", "2", "--fail-rank", "2"},
+                                                         {"--fail-mode", "explode"},
+                                                         {"--rank", "1"},
+                                                         {"--backend", "nccl", "--world-size", "1"}}) {
+    auto r = run_one(spawn(args), 20);
+    EXPECT_EQ(r.exit_code, 2) << args[0] << "\n" << r.output;
+  }
+}

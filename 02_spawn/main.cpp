@@ -146,7 +146,11 @@ int main(int argc, char** argv) {
     base_flags.rank = 0;
     base_flags.world_size = world;
     ddp::RankInfo base = ddp::resolve_rank_info(base_flags);
-    base.local_world_size = {per_node, "--nproc-per-node"};
+    const std::string plan_src = flags.world_size ? "--world-size" : "--nnodes x --nproc-per-node";
+    base.world_size.source = plan_src;
+    base.rank.source = base.local_rank.source = base.node_rank.source = "assigned to each worker by 02_spawn";
+    base.local_world_size = {per_node, plan_src};
+    base.external_store = {true, "02_spawn hosts the store"};
     ddp::validate(base);
     // An explicit --master-port or MASTER_PORT is honoured; otherwise the OS picks one.
     const bool os_port = base.master_port.source == "default";
@@ -154,6 +158,7 @@ int main(int argc, char** argv) {
       std::printf("%s  launch plan: %d node(s) x %d per node = world size %d, store on %s:%s\n", ddp::explain(base).c_str(),
                   n_nodes, per_node, world, base.master_addr.value.c_str(),
                   os_port ? "<port chosen by the OS>" : std::to_string(base.master_port.value).c_str());
+      for (int r = 0; r < world; ++r) std::printf("    rank %d: node %d, local rank %d\n", r, r / per_node, r % per_node);
       return ddp::kExitOk;
     }
 

@@ -75,7 +75,10 @@ c10::intrusive_ptr<c10d::Store> make_store(const RankInfo& info) {
     tcp = c10::make_intrusive<c10d::TCPStore>(info.master_addr.value, so);
   } catch (const std::exception& e) {
     const std::string what = short_what(e);
-    if (server && (what.find("Address already in use") != std::string::npos || what.find("errno: 98") != std::string::npos)) {
+    // 1.13 says "errno: 98 - Address already in use", 2.x (libuv) "EADDRINUSE".
+    const bool in_use = what.find("Address already in use") != std::string::npos ||
+                        what.find("EADDRINUSE") != std::string::npos || what.find("errno: 98") != std::string::npos;
+    if (server && in_use) {
       const int free_port = find_free_port();
       throw JoinError("port " + std::to_string(info.master_port.value) + " (from " + info.master_port.source +
                       ") is already in use on host " + info.host +

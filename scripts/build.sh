@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Configures and builds one LibTorch flavour into build-<flavour>/ (after scripts/setup.sh).
+# Usage: scripts/build.sh cpu|cuda [make targets...]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+flavour=${1:?usage: scripts/build.sh cpu|cuda [targets]}
+shift
+venv=${DDP_VENV:-$root/.venv}
+build=$root/build-$flavour
+case $flavour in
+  cpu)  prefix=/usr/lib/x86_64-linux-gnu/cmake/Torch ; extra=() ;;
+  cuda) prefix=$("$venv/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null | tail -n 1)
+        export CUDACXX=${CUDACXX:-/usr/local/cuda/bin/nvcc}
+        extra=(-DCUDAToolkit_ROOT=/usr/local/cuda) ;;
+  *) echo "unknown flavour '$flavour': use cpu or cuda" >&2; exit 2 ;;
+esac
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$root" -B "$build" -DCMAKE_PREFIX_PATH="$prefix" "${extra[@]}" | grep -E "^-- (LibTorch|Gloo|CUDA|NCCL)" || true
+fi
+cmake --build "$build" -j2 ${1:+--target "$@"}

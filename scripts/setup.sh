@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs what the course needs, once; quiet and quick when everything is already there.
+#   cpu  : Debian packages (compiler, CMake, libtorch-dev 1.13 with Gloo, CLI11, GoogleTest, zlib)
+#   cuda : the above, plus a project-local virtualenv (.venv) with PyPI torch==2.11.0 (CUDA 13.0,
+#          NCCL 2.28.9), whose LibTorch CMake finds via torch.utils.cmake_prefix_path
+# Usage: scripts/setup.sh [cpu] [cuda] [all]   (default: $DDP_FLAVOURS, else all)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+flavours=${*:-${DDP_FLAVOURS:-all}}
+[ "$flavours" = all ] && flavours="cpu cuda"
+venv=${DDP_VENV:-$root/.venv}
+torch_pip_version=2.11.0
+
+say() { echo "[setup] $*"; }
+die() { echo "[setup] error: $*" >&2; exit 2; }
+
+for f in $flavours; do
+  case $f in cpu|cuda) ;; *) die "unknown flavour '$f': use cpu, cuda or all" ;; esac
+done
+
+# 1. Debian packages (as root; apt-get update only when something is missing).
+packages=(g++ make cmake binutils libtorch-dev libgloo-dev libcli11-dev libgtest-dev zlib1g-dev python3-venv)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  [ "$(id -u)" = 0 ] || die "missing Debian packages: ${missing[*]}; run this script as root (or install them)"
+  say "installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# 2. The CUDA flavour: LibTorch from the pip wheel, and the CUDA toolkit it was built with.
+if [[ " $flavours " == *" cuda "* ]]; then
+  [ -x /usr/local/cuda/bin/nvcc ] || die "the cuda flavour needs the CUDA 13.0 toolkit in /usr/local/cuda (nvcc, nccl.h); use 'scripts/setup.sh cpu' without it"
+  if ! "$venv/bin/python" -c "import torch,sys; sys.exit(torch.__version__.split('+')[0] != '$torch_pip_version')" 2>/dev/null; then
+    say "creating $venv with torch==$torch_pip_version (a few GB, once)"
+    /usr/bin/python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check "torch==$torch_pip_version"
+  fi
+fi
+say "ready: ${flavours}"

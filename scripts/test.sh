@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs every test (ctest), for both LibTorch flavours:
+#   cpu  = Debian libtorch-dev 1.13 (Gloo)      -> build-cpu/
+#   cuda = PyPI torch 2.11.0 (CUDA 13, NCCL)    -> build-cuda/  (GPU tests skip without a GPU)
+# Usage: scripts/test.sh            DDP_FLAVOURS=cpu scripts/test.sh   (one flavour only)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+flavours=${DDP_FLAVOURS:-cpu cuda}
+[ "$flavours" = all ] && flavours="cpu cuda"
+
+"$root/scripts/setup.sh" $flavours
+status=0
+for f in $flavours; do
+  echo "== [$f] build"
+  start=$SECONDS
+  log=$root/build-$f.log
+  if ! "$root/scripts/build.sh" "$f" > "$log" 2>&1; then
+    tail -n 60 "$log"
+    echo "== [$f] build FAILED (full log: $log)"
+    exit 1
+  fi
+  grep -E "^-- (LibTorch|Gloo|CUDA|NCCL)" "$log" || true
+  echo "== [$f] built in $((SECONDS - start)) s"
+  echo "== [$f] test"
+  (cd "$root/build-$f" && ctest --output-on-failure -j2 --timeout 300) || status=1
+done
+exit $status

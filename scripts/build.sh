@@ -11,10 +11,10 @@ case $flavour in
   cpu)  prefix=/usr/lib/x86_64-linux-gnu/cmake/Torch ; extra=() ;;
   cuda) prefix=$("$venv/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null | tail -n 1)
         export CUDACXX=${CUDACXX:-/usr/local/cuda/bin/nvcc}
-        extra=(-DCUDAToolkit_ROOT=/usr/local/cuda) ;;
+        extra=(-DCUDAToolkit_ROOT=/usr/local/cuda -DDDP_TORCHRUN_PYTHON="$venv/bin/python") ;;
   *) echo "unknown flavour '$flavour': use cpu or cuda" >&2; exit 2 ;;
 esac
 if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S "$root" -B "$build" -DCMAKE_PREFIX_PATH="$prefix" "${extra[@]}" | grep -E "^-- (LibTorch|Gloo|CUDA|NCCL)" || true
+  cmake -S "$root" -B "$build" -DCMAKE_PREFIX_PATH="$prefix" "${extra[@]}" | grep -E "^-- (LibTorch|Gloo|CUDA|NCCL|torchrun)" || true
 fi
 cmake --build "$build" -j2 ${1:+--target "$@"}

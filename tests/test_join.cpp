@@ -64,6 +64,24 @@ TEST(Join, TorchrunVariablesAloneAreEnough) {
   expect_joined(run_all(specs, 60));
 }
 
+TEST(Join, UnderRealTorchrun) {
+#ifndef DDP_TORCHRUN_PYTHON
+  GTEST_SKIP() << "needs a torchrun of the same PyTorch version as this LibTorch: the CUDA flavour uses the "
+                  "virtualenv's (2.11); Debian's 1.13 torchrun fails under Python 3.11 (AttributeError in to_map), "
+                  "and a 1.13 TCPStore client cannot talk to a 2.x torchrun's store";
+#else
+  // torchrun's agent hosts the store and sets TORCHELASTIC_USE_AGENT_STORE=True: rank 0 must
+  // connect to it rather than host its own.
+  ProcSpec s{{DDP_TORCHRUN_PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+              "--no-python", bin("01_join_group"), "--timeout", "10"}};
+  auto r = run_one(s, 90);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (int k = 0; k < 2; ++k) EXPECT_EQ(count(r.output, "Rank " + std::to_string(k) + " has joined the process group!"), 1) << r.output;
+  EXPECT_EQ(count(r.output, "all-reduce(SUM) of the ranks = 1, n(n-1)/2 = 1: OK"), 2) << r.output;
+#endif
+}
+
 TEST(Join, FileStoreInit) {
   const std::string file = temp_dir() + "/store";
   std::vector<ProcSpec> specs;

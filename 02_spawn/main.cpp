@@ -126,6 +126,9 @@ int main(int argc, char** argv) {
   app.add_option("--fail-mode", fail_mode, "How --fail-rank fails: exit (code 3), kill (SIGKILL), hang (skips the all-reduce)")
       ->check(CLI::IsMember({"exit", "kill", "hang"}));
   app.add_option("--grace", grace_s, "Seconds the others get after SIGTERM before SIGKILL [default 5]");
+  std::string on_failure = "stop";
+  app.add_option("--on-failure", on_failure, "When a worker fails: stop the others (torchrun's way), or wait and watch them fail by themselves")
+      ->check(CLI::IsMember({"stop", "wait"}));
   ddp::parse_flags(app, argc, argv);
   ddp::set_log_identity("launcher");
 
@@ -257,7 +260,7 @@ int main(int argc, char** argv) {
         for (Worker& w : workers) {
           if (w.pid != pid) continue;
           w.done = true, w.status = status, w.when = t, --alive;
-          if (w.failed() && !stopping) {
+          if (w.failed() && !stopping && on_failure == "stop") {
             ddp::log("rank " + std::to_string(w.rank) + " failed (" + describe_status(w) + "): stopping the others");
             stop_all(t);
           }

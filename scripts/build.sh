@@ -14,7 +14,13 @@ case $flavour in
         extra=(-DCUDAToolkit_ROOT=/usr/local/cuda -DDDP_TORCHRUN_PYTHON="$venv/bin/python") ;;
   *) echo "unknown flavour '$flavour': use cpu or cuda" >&2; exit 2 ;;
 esac
-if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S "$root" -B "$build" -DCMAKE_PREFIX_PATH="$prefix" "${extra[@]}" | grep -E "^-- (LibTorch|Gloo|CUDA|NCCL|torchrun)" || true
+if [ ! -f "$build/Makefile" ]; then
+  mkdir -p "$build"
+  if ! cmake -S "$root" -B "$build" -DCMAKE_PREFIX_PATH="$prefix" "${extra[@]}" > "$build/configure.log" 2>&1; then
+    cat "$build/configure.log"
+    echo "configure FAILED for flavour $flavour" >&2
+    exit 1
+  fi
+  grep -E "^-- (LibTorch|Gloo|CUDA|NCCL|torchrun)" "$build/configure.log" || true
 fi
 cmake --build "$build" -j2 ${1:+--target "$@"}

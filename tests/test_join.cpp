@@ -131,13 +131,14 @@ TEST(JoinFailure, PortInUseIsReportedWithAFreePort) {
   socklen_t len = sizeof(a);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   const int port = ntohs(a.sin_port);
-  auto rs = run_all({rank_of(0, 2, port, 2), rank_of(1, 2, port, 2)}, 30);
+  // Rank 0 gets a long timeout: failing well before it shows that it did not wait.
+  auto rs = run_all({rank_of(0, 2, port, 10), rank_of(1, 2, port, 2)}, 30);
   ::close(fd);
   EXPECT_EQ(rs[0].exit_code, 1) << rs[0].output;
   EXPECT_NE(rs[0].output.find("port " + std::to_string(port) + " (from --master-port) is already in use"), std::string::npos)
       << rs[0].output;
   EXPECT_NE(rs[0].output.find("--master-port "), std::string::npos) << rs[0].output;
-  EXPECT_LT(rs[0].seconds, 3) << "rank 0 should fail at once";
+  EXPECT_LT(rs[0].seconds, 5) << "rank 0 should fail at once, not after its 10 s timeout";
   // Rank 1 reached the squatter, not a store, which never answers: its watchdog must end it,
   // with an error, after 3 x --timeout + 5 s.
   EXPECT_FALSE(rs[1].timed_out) << rs[1].output;
@@ -166,9 +167,12 @@ TEST(JoinFailure, DisagreeingWorldSizesStopEveryoneWithExit2) {
   auto rs = run_all({rank_of(0, 2, port, 5), late}, 30);
   for (auto& r : rs) {
     EXPECT_EQ(r.exit_code, 2) << all_output(rs);
-    EXPECT_NE(r.output.find("world sizes disagree: rank 1 on host"), std::string::npos) << all_output(rs);
-    EXPECT_NE(r.output.find("was started with world size 3, the first rank to arrive with world size 2"), std::string::npos)
-        << all_output(rs);
+    // Usually rank 0 registers first and rank 1 is refused, but under load rank 1 can win the
+    // race to the store: the message names both sizes either way.
+    EXPECT_NE(r.output.find("world sizes disagree: rank "), std::string::npos) << all_output(rs);
+    const bool one_order = r.output.find("was started with world size 3, the first rank to arrive with world size 2") != std::string::npos;
+    const bool other_order = r.output.find("was started with world size 2, the first rank to arrive with world size 3") != std::string::npos;
+    EXPECT_TRUE(one_order || other_order) << all_output(rs);
   }
 }
 

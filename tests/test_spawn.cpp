@@ -65,6 +65,20 @@ TEST(SpawnFailure, KilledWorkerIsReportedBySignal) {
   EXPECT_NE(r.output.find("signal 9 (Killed)"), std::string::npos) << r.output;
 }
 
+TEST(SpawnFailure, PeersOfAKilledWorkerFailOnTheirOwn) {
+  // With --on-failure wait the launcher does not stop anyone: the survivors must notice the
+  // dead peer themselves (Gloo: connection reset) and exit non-zero, well before --timeout.
+  auto r = run_one(spawn({"--world-size", "4", "--fail-rank", "1", "--fail-mode", "kill", "--on-failure", "wait",
+                          "--timeout", "20"}),
+                   60);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.output;
+  EXPECT_NE(r.output.find("4 of 4 workers failed; first: rank 1\n"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("stopped by launcher"), std::string::npos) << r.output;
+  EXPECT_EQ(count(r.output, "[a peer rank exited during this operation"), 3 * 2) << r.output;  // log line + table cell
+  EXPECT_LT(r.seconds, 10) << "peers waited for the timeout instead of noticing the dead rank\n" << r.output;
+}
+
 TEST(SpawnFailure, HangingWorkerMakesThePeersTimeOutAndIsStopped) {
   // Rank 1 stays alive but never enters the all-reduce: the peers' collective times out
   // after --timeout, they fail, and the launcher stops rank 1.

@@ -14,7 +14,10 @@ void check_sum_of_ranks(Group& g) {
   log("check: all-reduce(SUM) of the ranks = " + std::to_string(static_cast<long long>(got)) +
       ", n(n-1)/2 = " + std::to_string(static_cast<long long>(want)) + (got == want ? ": OK" : ": WRONG"));
   DDP_CHECK(got == want, "all-reduce returned " << got << ", expected " << want);
+  // A rank whose check failed throws before the barrier, so the barrier fails for the
+  // others too: past it, rank 0 may speak for everyone.
   g.pg->barrier()->wait();
+  log0("all " + std::to_string(world) + " ranks passed the check");
 }
 
 }  // namespace ddp

@@ -36,6 +36,8 @@ void expect_joined(const std::vector<ProcResult>& rs) {
     EXPECT_EQ(count(rs[r].output, "Rank " + std::to_string(r) + " has joined the process group!"), 1) << rs[r].output;
     EXPECT_EQ(count(rs[r].output, "all-reduce(SUM) of the ranks = " + sum + ", n(n-1)/2 = " + sum + ": OK"), 1)
         << rs[r].output;
+    // Only rank 0 speaks for the group.
+    EXPECT_EQ(count(rs[r].output, "all " + std::to_string(n) + " ranks passed the check"), r == 0 ? 1 : 0) << rs[r].output;
   }
 }
 

@@ -26,6 +26,8 @@ TEST(Spawn, EightWorkersJoinAndCheckTheSum) {
   for (int k = 0; k < 8; ++k) EXPECT_EQ(count(r.output, "Rank " + std::to_string(k) + " has joined"), 1) << r.output;
   EXPECT_EQ(count(r.output, "all-reduce(SUM) of the ranks = 28, n(n-1)/2 = 28: OK"), 8) << r.output;
   EXPECT_NE(r.output.find("all 8 workers exited 0"), std::string::npos) << r.output;
+  EXPECT_EQ(count(r.output, "] all 8 ranks passed the check"), 1) << r.output;
+  EXPECT_NE(r.output.find("[rank 0/8] all 8 ranks passed the check"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("(port chosen by the OS)"), std::string::npos) << r.output;
 }
 

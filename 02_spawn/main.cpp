@@ -9,6 +9,7 @@
 //   ./build/02_spawn --world-size 8
 //   ./build/02_spawn --nnodes 2 --nproc-per-node 4        # two "nodes" simulated on one machine
 //   ./build/02_spawn --world-size 4 --fail-rank 2 --fail-mode kill   # watch a failure reported
+//   ./build/02_spawn --world-size 2 -- ./build/01_join_group         # any program as the workers
 //
 // Expected output (--nnodes 2 --nproc-per-node 2; worker lines interleave):
 //   [launcher] starting 4 workers (2 nodes x 2 per node), store on 127.0.0.1:41873 (port chosen by the OS)
@@ -19,7 +20,6 @@
 
 #include <poll.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,6 +29,7 @@
 #include <cstring>
 
 #include "common/cli.h"
+#include "common/error_file.h"
 #include "common/failure.h"
 #include "common/log.h"
 #include "common/process_group.h"
@@ -36,33 +37,30 @@
 
 namespace {
 
-// What a worker leaves for the launcher when it fails: when, and why. It lives in memory that
-// fork() shares (mmap MAP_SHARED), so it outlives the worker; a worker that dies by a signal
-// leaves nothing, and then the time the launcher reaped it stands.
-struct FailureRecord {
-  double when = 0;
-  char cause[240] = {};
-};
-
-double now_s() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);  // one clock for all processes of the machine
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 struct Worker {
   int rank = 0, node = 0, local = 0;
   pid_t pid = -1;
-  int port_fd = -1;  // the launcher's end of the pipe that carries the store's port
+  int port_fd = -1;        // the launcher's end of the pipe that carries the store's port
+  std::string error_file;  // where the worker writes why it failed (TORCHELASTIC_ERROR_FILE)
   bool done = false, stopped_by_launcher = false;
   int status = 0;
   double when = 0;
   bool failed() const { return done && !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
 };
 
+// Waits for the launcher to say which port the OS gave its store.
+int receive_port(int port_fd, const ddp::RankInfo& info) {
+  pollfd p{port_fd, POLLIN, 0};
+  int port = 0;
+  if (::poll(&p, 1, static_cast<int>(info.timeout().count())) != 1 || ::read(port_fd, &port, sizeof(port)) != sizeof(port)) {
+    throw ddp::JoinError("the launcher did not send the store's port (it failed or was stopped)");
+  }
+  return port;
+}
+
 // 3. The worker: everything chapter 01 did, but its rank comes from the launcher.
 int run_worker(const Worker& w, ddp::RankInfo info, int nproc, int port_fd, const std::optional<int>& fail_rank,
-               const std::string& fail_mode, FailureRecord* rec) {
+               const std::string& fail_mode) {
   const std::string who = "assigned by 02_spawn";
   info.rank = {w.rank, who};
   info.local_rank = {w.local, who};
@@ -70,37 +68,46 @@ int run_worker(const Worker& w, ddp::RankInfo info, int nproc, int port_fd, cons
   info.node_rank = {w.node, who};
   info.external_store = {true, who};  // the launcher hosts the store: rank 0 connects like the others
   ddp::set_log_identity(w.rank, info.world_size.value);
-  auto record = [&](const std::string& cause) {
-    rec->when = now_s();
-    std::snprintf(rec->cause, sizeof(rec->cause), "%s", cause.c_str());
-  };
-  return ddp::guarded_main(
-      [&] {
-        // Wait for the launcher to say which port the OS gave its store.
-        pollfd p{port_fd, POLLIN, 0};
-        int port = 0;
-        if (::poll(&p, 1, static_cast<int>(info.timeout().count())) != 1 || ::read(port_fd, &port, sizeof(port)) != sizeof(port)) {
-          throw ddp::JoinError("the launcher did not send the store's port (it failed or was stopped)");
-        }
-        info.master_port = {port, who + " (OS-chosen port of the launcher's store)"};
+  return ddp::guarded_main([&] {
+    info.master_port = {receive_port(port_fd, info), who + " (OS-chosen port of the launcher's store)"};
+    ddp::Group g = ddp::init_process_group(info);
+    ddp::log("node " + std::to_string(w.node) + ", local rank " + std::to_string(w.local) + ": Rank " +
+             std::to_string(w.rank) + " has joined the process group!");
 
-        ddp::Group g = ddp::init_process_group(info);
-        ddp::log("node " + std::to_string(w.node) + ", local rank " + std::to_string(w.local) + ": Rank " +
-                 std::to_string(w.rank) + " has joined the process group!");
+    if (fail_rank && *fail_rank == w.rank) {  // a fault on purpose, to see it reported
+      ddp::log("injecting fault: --fail-mode " + fail_mode);
+      if (fail_mode == "exit") {
+        ddp::write_error_file("injected fault: exit code 3 (--fail-rank " + std::to_string(w.rank) + " --fail-mode exit)");
+        return 3;
+      }
+      if (fail_mode == "kill") ::raise(SIGKILL);  // dies at once, like a segfault or the OOM killer
+      while (true) ::pause();                      // "hang": alive, but never joins the all-reduce
+    }
+    ddp::check_sum_of_ranks(g);
+    return ddp::kExitOk;
+  });
+}
 
-        if (fail_rank && *fail_rank == w.rank) {  // a fault on purpose, to see it reported
-          ddp::log("injecting fault: --fail-mode " + fail_mode);
-          if (fail_mode == "exit") {
-            record("injected fault: exit code 3 (--fail-rank " + std::to_string(w.rank) + " --fail-mode exit)");
-            return 3;
-          }
-          if (fail_mode == "kill") ::raise(SIGKILL);  // dies at once, like a segfault or the OOM killer
-          while (true) ::pause();                      // "hang": alive, but never joins the all-reduce
-        }
-        ddp::check_sum_of_ranks(g);
-        return ddp::kExitOk;
-      },
-      record);
+// 3b. Or the worker is another program (02_spawn ... -- ./03_manual_allreduce): it gets its
+//     rank the way torchrun passes it, in the environment, and replaces this process (exec).
+//     A fresh program image: none of the launcher's state, so nothing to be careful about.
+int exec_worker(const Worker& w, const ddp::RankInfo& info, int nproc, int port_fd, std::vector<std::string> command) {
+  ddp::set_log_identity(w.rank, info.world_size.value);
+  return ddp::guarded_main([&]() -> int {
+    const int port = receive_port(port_fd, info);
+    const std::pair<const char*, std::string> env[] = {
+        {"RANK", std::to_string(w.rank)},         {"WORLD_SIZE", std::to_string(info.world_size.value)},
+        {"LOCAL_RANK", std::to_string(w.local)},  {"LOCAL_WORLD_SIZE", std::to_string(nproc)},
+        {"GROUP_RANK", std::to_string(w.node)},   {"MASTER_ADDR", info.master_addr.value},
+        {"MASTER_PORT", std::to_string(port)},    {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+        {"TORCHELASTIC_RESTART_COUNT", "0"}};
+    for (const auto& [k, v] : env) ::setenv(k, v.c_str(), 1);
+    std::vector<char*> argv;
+    for (auto& a : command) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    throw ddp::UsageError("cannot start '" + command[0] + "': " + std::strerror(errno));
+  });
 }
 
 std::string describe_status(const Worker& w) {
@@ -129,6 +136,14 @@ int main(int argc, char** argv) {
   std::string on_failure = "stop";
   app.add_option("--on-failure", on_failure, "When a worker fails: stop the others (torchrun's way), or wait and watch them fail by themselves")
       ->check(CLI::IsMember({"stop", "wait"}));
+  // Everything after "--" is a program to run as each worker, as with torchrun --no-python.
+  std::vector<std::string> command;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) != "--") continue;
+    command.assign(argv + i + 1, argv + argc);
+    argc = i;
+    break;
+  }
   ddp::parse_flags(app, argc, argv);
   ddp::set_log_identity("launcher");
 
@@ -145,6 +160,7 @@ int main(int argc, char** argv) {
     }
     if (fail_rank && (*fail_rank < 0 || *fail_rank >= world)) throw ddp::UsageError("--fail-rank must be in 0.." + std::to_string(world - 1));
     if (!(grace_s >= 0)) throw ddp::UsageError("--grace must be >= 0");
+    if (!command.empty() && fail_rank) throw ddp::UsageError("--fail-rank works with the built-in worker, not with a program after --");
     ddp::CommonFlags base_flags = flags;
     base_flags.rank = 0;
     base_flags.world_size = world;
@@ -155,6 +171,7 @@ int main(int argc, char** argv) {
     base.local_world_size = {per_node, plan_src};
     base.external_store = {true, "02_spawn hosts the store"};
     ddp::validate(base);
+    if (!command.empty() && base.file_init()) throw ddp::UsageError("--init file:// is for the built-in worker; give it to the program after -- instead");
     // An explicit --master-port or MASTER_PORT is honoured; otherwise the OS picks one.
     const bool os_port = base.master_port.source == "default";
     if (flags.explain_env) {
@@ -173,15 +190,15 @@ int main(int argc, char** argv) {
     sigemptyset(&watched);
     for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGUSR1, SIGUSR2}) sigaddset(&watched, s);
     sigprocmask(SIG_BLOCK, &watched, &previous);  // delivered to sigtimedwait() below instead
-    auto* records = static_cast<FailureRecord*>(
-        mmap(nullptr, sizeof(FailureRecord) * world, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-    if (records == MAP_FAILED) throw std::runtime_error(std::string("mmap: ") + std::strerror(errno));
+    char dir_template[] = "/tmp/02_spawn_XXXXXX";  // the workers' error files
+    const std::string error_dir = ::mkdtemp(dir_template) ? dir_template : throw std::runtime_error("mkdtemp failed");
     std::vector<Worker> workers(world);
     const pid_t launcher = ::getpid();
     std::fflush(nullptr);  // or each child would print the parent's buffered output again
     for (int r = 0; r < world; ++r) {
       Worker& w = workers[r];
       w.rank = r, w.node = r / per_node, w.local = r % per_node;
+      w.error_file = error_dir + "/rank" + std::to_string(r) + ".json";
       int fds[2];
       if (::pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
       w.pid = ::fork();
@@ -192,15 +209,17 @@ int main(int argc, char** argv) {
         sigprocmask(SIG_SETMASK, &previous, nullptr);
         ::close(fds[1]);
         for (int k = 0; k < r; ++k) ::close(workers[k].port_fd);  // siblings' pipes
+        ::setenv(ddp::kErrorFileVar, w.error_file.c_str(), 1);
         // _exit, not exit: skip static destructors of state copied from the parent.
-        ::_exit(run_worker(w, base, per_node, fds[0], fail_rank, fail_mode, &records[r]));
+        ::_exit(command.empty() ? run_worker(w, base, per_node, fds[0], fail_rank, fail_mode)
+                                : exec_worker(w, base, per_node, fds[0], command));
       }
       ::close(fds[0]);
       w.port_fd = fds[1];
     }
 
     // 3. Host the store. Port 0 asks the OS for a free one; getPort() says which.
-    const double t0 = now_s();
+    const double t0 = ddp::monotonic_seconds();
     c10::intrusive_ptr<c10d::TCPStore> store;
     int port = 0;
     if (!base.file_init()) {
@@ -247,7 +266,7 @@ int main(int argc, char** argv) {
       timespec tick{0, 100'000'000};
       siginfo_t si{};
       const int sig = sigtimedwait(&watched, &si, &tick);
-      const double t = now_s();
+      const double t = ddp::monotonic_seconds();
       if (sig == SIGINT || sig == SIGTERM || sig == SIGUSR1 || sig == SIGUSR2) {
         ddp::log(std::string("received ") + strsignal(sig) + ", passing it on to the workers");
         for (Worker& w : workers) {
@@ -273,12 +292,21 @@ int main(int argc, char** argv) {
       }
     }
 
-    // 5. Report. The first failure is the earliest time a worker recorded or was reaped;
-    //    workers the launcher stopped itself are consequences, not causes.
+    // 5. Report. Each failed worker left its cause in its error file; a worker that died by a
+    //    signal could not. The first failure is the earliest time a worker recorded or was
+    //    reaped; workers the launcher stopped itself are consequences, not causes.
+    std::vector<std::string> causes(world, "-");
+    for (Worker& w : workers) {
+      if (auto rec = ddp::read_error_file(w.error_file)) {
+        causes[w.rank] = rec->message;
+        if (rec->monotonic_s > 0) w.when = std::min(w.when, rec->monotonic_s);
+      }
+      std::remove(w.error_file.c_str());
+    }
+    ::rmdir(error_dir.c_str());
     const Worker* first = nullptr;
     int n_failed = 0;
     for (Worker& w : workers) {
-      if (records[w.rank].when > 0) w.when = std::min(w.when, records[w.rank].when);
       const bool own_failure = w.failed() && !(WIFSIGNALED(w.status) && w.stopped_by_launcher &&
                                                (WTERMSIG(w.status) == SIGTERM || WTERMSIG(w.status) == SIGKILL));
       if (!own_failure) continue;
@@ -287,7 +315,7 @@ int main(int argc, char** argv) {
     }
     const bool all_ok = std::none_of(workers.begin(), workers.end(), [](const Worker& w) { return w.failed(); });
     if (all_ok) {
-      ddp::log("all " + std::to_string(world) + " workers exited 0 in " + ddp::seconds(now_s() - t0));
+      ddp::log("all " + std::to_string(world) + " workers exited 0 in " + ddp::seconds(ddp::monotonic_seconds() - t0));
       return port != 0 || base.file_init() ? ddp::kExitOk : ddp::kExitFailure;
     }
     std::string table = first ? std::to_string(n_failed) + " of " + std::to_string(world) +
@@ -298,7 +326,7 @@ int main(int argc, char** argv) {
       char line[512];
       std::snprintf(line, sizeof(line), "  %-4d%s %-5d %-6d %-8d %-8s %-45s %s\n", w.rank, &w == first ? "*" : " ", w.node,
                     w.local, w.pid, ddp::seconds(w.when - t0).c_str(), describe_status(w).c_str(),
-                    records[w.rank].cause[0] ? records[w.rank].cause : "-");
+                    causes[w.rank].c_str());
       table += line;
     }
     ddp::log_error(table + "  (* = first failure; +time since start)");

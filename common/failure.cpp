@@ -3,6 +3,8 @@
 
 #include <c10/util/Exception.h>
 
+#include "common/error_file.h"
+
 namespace ddp {
 
 std::string short_what(const std::exception& e) {
@@ -21,17 +23,17 @@ std::string describe(const std::exception& e) {
   return what;
 }
 
-int guarded_main(const std::function<int()>& body, const std::function<void(const std::string&)>& on_failure) {
+int guarded_main(const std::function<int()>& body) {
   try {
     return body();
   } catch (const UsageError& e) {
     log_error(e.what());
-    if (on_failure) on_failure(e.what());
+    write_error_file(e.what());
     return kExitUsage;
   } catch (const std::exception& e) {
     const std::string cause = describe(e);
     log_error(cause);
-    if (on_failure) on_failure(cause);
+    write_error_file(cause);
     return kExitFailure;
   }
 }

@@ -18,9 +18,9 @@ std::string short_what(const std::exception& e);
 std::string describe(const std::exception& e);
 
 // Runs a program body: UsageError -> exit 2, anything else -> exit 1, each with one line that
-// names rank, host and cause. `on_failure` gets that cause too (a spawner records it).
-int guarded_main(const std::function<int()>& body,
-                 const std::function<void(const std::string&)>& on_failure = {});
+// names rank, host and cause. Under a launcher the cause also goes to the error file it named
+// (TORCHELASTIC_ERROR_FILE: torchrun and 02_spawn), so the launcher can say who failed and why.
+int guarded_main(const std::function<int()>& body);
 
 struct CheckFailed : std::runtime_error {
   using std::runtime_error::runtime_error;

@@ -84,6 +84,21 @@ TEST(Join, UnderRealTorchrun) {
 #endif
 }
 
+TEST(JoinFailure, TorchrunRootCauseShowsOurError) {
+#ifndef DDP_TORCHRUN_PYTHON
+  GTEST_SKIP() << "needs a torchrun of the same PyTorch version as this LibTorch (see Join.UnderRealTorchrun)";
+#else
+  // Without an error file torchrun says "error_file: <N/A>"; ours carries the cause.
+  ProcSpec s{{DDP_TORCHRUN_PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+              "--no-python", bin("01_join_group"), "--world-size", "3", "--timeout", "1.5"}};
+  auto r = run_one(s, 90);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Root Cause (first observed failure)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("traceback : rank 2 never joined within 1.5s (world size 3; present: 0, 1)"), std::string::npos)
+      << r.output;
+#endif
+}
+
 TEST(Join, FileStoreInit) {
   const std::string file = temp_dir() + "/store";
   std::vector<ProcSpec> specs;

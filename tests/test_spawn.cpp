@@ -42,6 +42,15 @@ TEST(Spawn, SimulatedNodesGiveNodeAndLocalRanks) {
   EXPECT_EQ(count(r.output, "= 15, n(n-1)/2 = 15: OK"), 6) << r.output;
 }
 
+TEST(Spawn, ExecModeRunsAProgramAsEachWorker) {
+  // 02_spawn ... -- PROGRAM: like torchrun --no-python, the rank arrives in the environment and
+  // rank 0 joins the launcher's store (TORCHELASTIC_USE_AGENT_STORE) instead of hosting one.
+  auto r = run_one(spawn({"--nnodes", "1", "--nproc-per-node", "3", "--", bin("01_join_group"), "--timeout", "5"}), 90);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(count(r.output, "Rank " + std::to_string(k) + " has joined"), 1) << r.output;
+  EXPECT_EQ(count(r.output, "= 3, n(n-1)/2 = 3: OK"), 3) << r.output;
+}
+
 TEST(Spawn, TwoRunsAtOnceDoNotClash) {
   auto rs = run_all({spawn({"--world-size", "2"}), spawn({"--world-size", "2"}), spawn({"--world-size", "2"})}, 90);
   for (auto& r : rs) EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -104,6 +113,17 @@ TEST(SpawnFailure, SigtermToTheLauncherReachesTheWorkers) {
   EXPECT_LT(r.seconds, 15) << r.output;
   // Both workers ended by the forwarded signal, within the grace period.
   EXPECT_EQ(count(r.output, "signal 15 (Terminated)"), 2) << r.output;
+}
+
+TEST(SpawnFailure, ExecModeCausesComeFromTheWorkersErrorFiles) {
+  // The program's own error reaches the table through TORCHELASTIC_ERROR_FILE.
+  auto r = run_one(spawn({"--world-size", "2", "--", bin("01_join_group"), "--world-size", "3", "--timeout", "1.5"}), 60);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  // Once in each rank's own error line, once more in each row of the table.
+  EXPECT_EQ(count(r.output, "rank 2 never joined within 1.5s (world size 3; present: 0, 1)"), 4) << r.output;
+  auto missing = run_one(spawn({"--world-size", "2", "--", "/nonexistent/program"}), 30);
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_EQ(count(missing.output, "cannot start '/nonexistent/program': No such file or directory"), 4) << missing.output;
 }
 
 TEST(SpawnFailure, BadPlansAreRefusedWithExit2) {

@@ -22,5 +22,8 @@ if [ ! -f "$build/Makefile" ]; then
     exit 1
   fi
   grep -E "^-- (LibTorch|Gloo|CUDA|NCCL|torchrun)" "$build/configure.log" || true
+elif [ $# -gt 0 ]; then
+  # Building named targets skips CMake's own check for a changed CMakeLists.txt: do it here.
+  cmake "$build" > "$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
 fi
 cmake --build "$build" -j2 ${1:+--target "$@"}

@@ -1,0 +1,101 @@
+// provides: the toy task shared by chapters 03-04 and their tests.
+#include "common/toy_task.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "common/errors.h"
+
+namespace ddp::toy {
+
+torch::nn::Sequential make_model(uint64_t seed) {
+  torch::manual_seed(seed);
+  // One layer per statement: the order of construction decides which random numbers each gets.
+  auto first = torch::nn::Linear(kFeatures, kHidden);
+  auto second = torch::nn::Linear(kHidden, 1);
+  return torch::nn::Sequential(first, torch::nn::Tanh(), second);
+}
+
+std::pair<torch::Tensor, torch::Tensor> batch(int step, int rank, int per_rank, int world) {
+  auto x = torch::empty({per_rank, kFeatures}, torch::kFloat32);
+  auto y = torch::empty({per_rank, 1}, torch::kFloat32);
+  auto xa = x.accessor<float, 2>();
+  auto ya = y.accessor<float, 2>();
+  for (int i = 0; i < per_rank; ++i) {
+    const long long g = static_cast<long long>(step) * world * per_rank + static_cast<long long>(rank) * per_rank + i;
+    double target = 0, row[kFeatures];
+    for (int j = 0; j < kFeatures; ++j) {
+      row[j] = static_cast<double>((g * 7 + j * 13) % 17 - 8) / 8.0;
+      xa[i][j] = static_cast<float>(row[j]);
+      target += row[j] * ((j % 3) - 1) * 0.5;
+    }
+    target += 0.25 * row[0] * row[1];  // a little non-linearity for the hidden layer to learn
+    ya[i][0] = static_cast<float>(target);
+  }
+  return {x, y};
+}
+
+std::vector<torch::Tensor> train_single_process(const TrainConfig& cfg, int world) {
+  auto model = make_model(cfg.seed);
+  std::unique_ptr<torch::optim::Optimizer> opt;
+  if (cfg.optimizer == "adam") {
+    opt = std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(cfg.lr));
+  } else {
+    opt = std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(cfg.lr).momentum(cfg.momentum));
+  }
+  for (int step = 0; step < cfg.steps; ++step) {
+    auto [x, y] = batch(step, 0, cfg.batch * world, 1);  // the whole global batch at once
+    opt->zero_grad();
+    torch::mse_loss(model->forward(x), y).backward();
+    opt->step();
+  }
+  std::vector<torch::Tensor> out;
+  for (auto& p : model->parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+double max_abs_diff(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, (a[i] - b[i]).abs().max().item<double>());
+  return m;
+}
+
+bool replicas_identical(Group& g, const std::vector<torch::Tensor>& params) {
+  std::vector<torch::Tensor> flat;
+  for (auto& p : params) flat.push_back(p.detach().reshape(-1));
+  std::vector<torch::Tensor> hi{torch::cat(flat)}, lo{hi[0].clone()};
+  c10d::AllreduceOptions max_op, min_op;
+  max_op.reduceOp = c10d::ReduceOp::MAX;
+  min_op.reduceOp = c10d::ReduceOp::MIN;
+  g.pg->allreduce(hi, max_op)->wait();
+  g.pg->allreduce(lo, min_op)->wait();
+  return torch::equal(hi[0], lo[0]);
+}
+
+std::string fingerprint(const std::vector<torch::Tensor>& params) {
+  uint64_t h = 1469598103934665603ull;
+  for (auto& p : params) {
+    auto c = p.detach().contiguous().cpu();
+    auto* bytes = static_cast<const unsigned char*>(c.data_ptr());
+    for (size_t k = 0; k < c.nbytes(); ++k) h = (h ^ bytes[k]) * 1099511628211ull;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+void save_params(const std::vector<torch::Tensor>& params, const std::string& path) {
+  c10::List<torch::Tensor> list;
+  for (auto& p : params) list.push_back(p.detach().cpu());
+  const std::vector<char> bytes = torch::pickle_save(c10::IValue(list));
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out) throw UsageError("cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw UsageError("cannot rename " + tmp + " to " + path);
+}
+
+}  // namespace ddp::toy

@@ -8,22 +8,22 @@ shift
 venv=${DDP_VENV:-$root/.venv}
 build=$root/build-$flavour
 case $flavour in
-  cpu)  prefix=/usr/lib/x86_64-linux-gnu/cmake/Torch ; extra=() ;;
+  cpu)  prefix=/usr/lib/x86_64-linux-gnu/cmake/Torch
+        extra=(-DDDP_REFERENCE_PYTHON=/usr/bin/python3) ;;  # Debian's python3-torch: the same 1.13
   cuda) prefix=$("$venv/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null | tail -n 1)
         export CUDACXX=${CUDACXX:-/usr/local/cuda/bin/nvcc}
-        extra=(-DCUDAToolkit_ROOT=/usr/local/cuda -DDDP_TORCHRUN_PYTHON="$venv/bin/python") ;;
+        extra=(-DCUDAToolkit_ROOT=/usr/local/cuda -DDDP_TORCHRUN_PYTHON="$venv/bin/python"
+              -DDDP_REFERENCE_PYTHON="$venv/bin/python") ;;
   *) echo "unknown flavour '$flavour': use cpu or cuda" >&2; exit 2 ;;
 esac
-if [ ! -f "$build/Makefile" ]; then
-  mkdir -p "$build"
-  if ! cmake -S "$root" -B "$build" -DCMAKE_PREFIX_PATH="$prefix" "${extra[@]}" > "$build/configure.log" 2>&1; then
-    cat "$build/configure.log"
-    echo "configure FAILED for flavour $flavour" >&2
-    exit 1
-  fi
-  grep -E "^-- (LibTorch|Gloo|CUDA|NCCL|torchrun)" "$build/configure.log" || true
-elif [ $# -gt 0 ]; then
-  # Building named targets skips CMake's own check for a changed CMakeLists.txt: do it here.
-  cmake "$build" > "$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
+# Configure every time (a few seconds when nothing changed): building named targets would
+# otherwise skip CMake's own check for a changed CMakeLists.txt.
+first=$([ -f "$build/Makefile" ] && echo no || echo yes)
+mkdir -p "$build"
+if ! cmake -S "$root" -B "$build" -DCMAKE_PREFIX_PATH="$prefix" "${extra[@]}" > "$build/configure.log" 2>&1; then
+  cat "$build/configure.log"
+  echo "configure FAILED for flavour $flavour" >&2
+  exit 1
 fi
+[ "$first" = yes ] && { grep -E "^-- (LibTorch|Gloo|CUDA|NCCL|torchrun|Python reference)" "$build/configure.log" || true; }
 cmake --build "$build" -j2 ${1:+--target "$@"}

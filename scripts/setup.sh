@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the course needs, once; quiet and quick when everything is already there.
-#   cpu  : Debian packages (compiler, CMake, libtorch-dev 1.13 with Gloo, CLI11, GoogleTest, zlib)
+#   cpu  : Debian packages (compiler, CMake, libtorch-dev 1.13 with Gloo, CLI11, GoogleTest, zlib,
+#          and python3-torch 1.13, the reference the parity tests compare against)
 #   cuda : the above, plus a project-local virtualenv (.venv) with PyPI torch==2.11.0 (CUDA 13.0,
 #          NCCL 2.28.9), whose LibTorch CMake finds via torch.utils.cmake_prefix_path
 # Usage: scripts/setup.sh [cpu] [cuda] [all]   (default: $DDP_FLAVOURS, else all)
@@ -19,7 +20,7 @@ for f in $flavours; do
 done
 
 # 1. Debian packages (as root; apt-get update only when something is missing).
-packages=(g++ make cmake binutils libtorch-dev libgloo-dev libcli11-dev libgtest-dev zlib1g-dev python3-venv)
+packages=(g++ make cmake binutils libtorch-dev libgloo-dev libcli11-dev libgtest-dev zlib1g-dev python3-venv python3-torch)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

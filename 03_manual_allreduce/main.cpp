@@ -19,21 +19,11 @@
 //   [rank 0/2] check: the loss went down: 0.2615 -> 0.1072: OK
 //   [rank 0/2] params fingerprint 046c1a943d0b01a3 (bit-identical runs print the same)
 
-#include <cstdio>
-
 #include "common/cli.h"
 #include "common/failure.h"
 #include "common/log.h"
 #include "common/process_group.h"
 #include "common/toy_task.h"
-
-// Note [Tolerance against one process]
-// Averaging per-rank mean gradients, (1/R) sum_r (1/B) sum_i g_i, is the mean over all R*B
-// samples, which one process computes as (1/RB) sum_i g_i: the same number in exact arithmetic,
-// but float32 sums in another order round differently. Twenty steps of this model drift by at
-// most 2.4e-7 (measured with SGD, momentum and Adam at 1-4 ranks: see the README); a real bug (a
-// missing division, a stale gradient) is off by far more.
-constexpr double kTolerance = 1e-5;
 
 int main(int argc, char** argv) {
   CLI::App app{"03_manual_allreduce: train with gradients all-reduced by hand after backward"};
@@ -67,7 +57,7 @@ int main(int argc, char** argv) {
     if (rank == 0 && !save_init.empty()) ddp::toy::save_params(params, save_init);
 
     // 3. Train. Each rank sees only its own slice of every step's global batch.
-    double first_loss = 0, last_loss = 0;
+    ddp::toy::LossLog losses(group, cfg.steps);
     for (int step = 0; step < cfg.steps; ++step) {
       auto [x, y] = ddp::toy::batch(step, rank, cfg.batch, world);
       torch::Tensor loss = torch::mse_loss(model->forward(x), y);
@@ -88,35 +78,13 @@ int main(int argc, char** argv) {
         for (size_t k = 0; k < params.size(); ++k) params[k].add_(grads[k], -cfg.lr);
       }
 
-      // The loss for the log: each rank's own, averaged over the ranks.
-      std::vector<torch::Tensor> l{loss.detach().clone()};
-      group.pg->allreduce(l)->wait();
-      const double mean_loss = l[0].item<double>() / world;
-      if (step == 0) first_loss = mean_loss;
-      last_loss = mean_loss;
-      if (step == 0 || step == cfg.steps - 1 || (step + 1) % 5 == 0) {
-        char line[96];
-        std::snprintf(line, sizeof(line), "step %d: loss %.4f (mean over ranks)", step, mean_loss);
-        ddp::log0(line);
-      }
+      losses.add(step, loss);
     }
 
-    // 6. Check the result three ways; any failure ends the program with exit code 1.
-    const bool same = ddp::toy::replicas_identical(group, params);
-    ddp::log(std::string("check: every rank holds the same parameters: ") + (same ? "OK" : "FAILED"));
-    const double diff = ddp::toy::max_abs_diff(params, ddp::toy::train_single_process(cfg, world));
-    char line[160];
-    std::snprintf(line, sizeof(line), "check: single process on the global batch: max |diff| = %.3g <= %.0e: %s", diff,
-                  kTolerance, diff <= kTolerance ? "OK" : "FAILED");
-    ddp::log(line);
-    std::snprintf(line, sizeof(line), "check: the loss went down: %.4f -> %.4f: %s", first_loss, last_loss,
-                  last_loss < first_loss ? "OK" : "FAILED");
-    ddp::log(line);
-    ddp::log("params fingerprint " + ddp::toy::fingerprint(params) + " (bit-identical runs print the same)");
-    if (rank == 0 && !save_params.empty()) ddp::toy::save_params(params, save_params);
-    DDP_CHECK(same, "the ranks' parameters differ");
-    DDP_CHECK(diff <= kTolerance, "parameters differ from the single-process run by " << diff);
-    DDP_CHECK(last_loss < first_loss, "the loss did not go down");
+    // 6. Check the result three ways (exit code 1 if one fails): the ranks agree, they match
+    //    one process on the global batch (see Note [Tolerance against one process] in
+    //    common/toy_task.h), and the loss went down.
+    ddp::toy::check_training(group, params, cfg, losses, save_params);
     group.pg->barrier()->wait();
     return ddp::kExitOk;
   });

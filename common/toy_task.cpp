@@ -6,6 +6,8 @@
 #include <sstream>
 
 #include "common/errors.h"
+#include "common/failure.h"
+#include "common/log.h"
 
 namespace ddp::toy {
 
@@ -96,6 +98,38 @@ void save_params(const std::vector<torch::Tensor>& params, const std::string& pa
     if (!out) throw UsageError("cannot write " + tmp);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) throw UsageError("cannot rename " + tmp + " to " + path);
+}
+
+void LossLog::add(int step, const torch::Tensor& loss) {
+  std::vector<torch::Tensor> l{loss.detach().clone()};
+  group_.pg->allreduce(l)->wait();
+  const double mean = l[0].item<double>() / group_.size();
+  if (step == 0) first = mean;
+  last = mean;
+  if (step == 0 || step == steps_ - 1 || (step + 1) % 5 == 0) {
+    char line[96];
+    std::snprintf(line, sizeof(line), "step %d: loss %.4f (mean over ranks)", step, mean);
+    log0(line);
+  }
+}
+
+void check_training(Group& group, const std::vector<torch::Tensor>& params, const TrainConfig& cfg, const LossLog& loss,
+                    const std::string& save_path) {
+  const bool same = replicas_identical(group, params);
+  log(std::string("check: every rank holds the same parameters: ") + (same ? "OK" : "FAILED"));
+  const double diff = max_abs_diff(params, train_single_process(cfg, group.size()));
+  char line[160];
+  std::snprintf(line, sizeof(line), "check: single process on the global batch: max |diff| = %.3g <= %.0e: %s", diff,
+                kTolerance, diff <= kTolerance ? "OK" : "FAILED");
+  log(line);
+  std::snprintf(line, sizeof(line), "check: the loss went down: %.4f -> %.4f: %s", loss.first, loss.last,
+                loss.last < loss.first ? "OK" : "FAILED");
+  log(line);
+  log("params fingerprint " + fingerprint(params) + " (bit-identical runs print the same)");
+  if (group.rank() == 0 && !save_path.empty()) save_params(params, save_path);
+  DDP_CHECK(same, "the ranks' parameters differ");
+  DDP_CHECK(diff <= kTolerance, "parameters differ from the single-process run by " << diff);
+  DDP_CHECK(loss.last < loss.first, "the loss did not go down");
 }
 
 }  // namespace ddp::toy

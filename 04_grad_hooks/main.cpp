@@ -48,14 +48,9 @@ int main(int argc, char** argv) {
   CLI::App app{"04_grad_hooks: train with gradients all-reduced by hooks during backward"};
   ddp::CommonFlags flags;
   ddp::add_common_flags(app, flags);
-  ddp::toy::TrainConfig cfg;
-  std::string save_init, save_params;
-  app.add_option("--steps", cfg.steps, "Training steps [default 20]")->check(CLI::PositiveNumber);
-  app.add_option("--lr", cfg.lr, "Learning rate [default 0.05]")->check(CLI::PositiveNumber);
-  app.add_option("--batch", cfg.batch, "Samples per rank per step [default 8]")->check(CLI::PositiveNumber);
-  app.add_option("--seed", cfg.seed, "Seed of the initial weights, the same on every rank [default 0]");
-  app.add_option("--save-init", save_init, "Rank 0 writes the initial parameters here (torch::pickle_save)");
-  app.add_option("--save-params", save_params, "Rank 0 writes the final parameters here (torch::pickle_save)");
+  ddp::toy::TrainFlags train;
+  ddp::toy::add_train_flags(app, train);
+  ddp::toy::TrainConfig& cfg = train.cfg;
   std::string comm = "sync";
   app.add_option("--optimizer", cfg.optimizer, "sgd or adam [default sgd]")->check(CLI::IsMember({"sgd", "adam"}));
   app.add_option("--momentum", cfg.momentum, "SGD momentum [default 0]")->check(CLI::Range(0.0, 1.0));
@@ -64,21 +59,16 @@ int main(int argc, char** argv) {
   ddp::parse_flags(app, argc, argv);
 
   return ddp::guarded_main([&] {
-    // 1. Join the group (chapter 01).
-    ddp::RankInfo info = ddp::resolve_rank_info(flags);
-    if (flags.explain_env) {
-      std::printf("%s", ddp::explain(info).c_str());
-      ddp::validate(info);
-      return ddp::kExitOk;
-    }
-    const int rank = info.rank.value, world = info.world_size.value;
-    ddp::set_log_identity(rank, world);
-    ddp::Group group = ddp::init_process_group(info);
+    // 1. Join the group (chapter 01's steps; --explain-env prints the settings and stops).
+    std::optional<ddp::Group> joined = ddp::join_or_explain(flags);
+    if (!joined) return ddp::kExitOk;
+    ddp::Group& group = *joined;
+    const int rank = group.rank(), world = group.size();
 
     // 2. The same model on every rank: the same seed gives the same initial weights.
     auto model = ddp::toy::make_model(cfg.seed);
     std::vector<torch::Tensor> params = model->parameters();
-    if (rank == 0 && !save_init.empty()) ddp::toy::save_params(params, save_init);
+    if (rank == 0 && !train.save_init.empty()) ddp::toy::save_params(params, train.save_init);
     std::unique_ptr<torch::optim::Optimizer> optimizer;
     if (cfg.optimizer == "adam") {
       optimizer = std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(cfg.lr));
@@ -133,7 +123,7 @@ int main(int argc, char** argv) {
     // 6. Check the result three ways (exit code 1 if one fails): the ranks agree, they match
     //    one process on the global batch (see Note [Tolerance against one process] in
     //    common/toy_task.h), and the loss went down.
-    ddp::toy::check_training(group, params, cfg, losses, save_params);
+    ddp::toy::check_training(group, params, cfg, losses, train.save_params);
     group.pg->barrier()->wait();
     return ddp::kExitOk;
   });

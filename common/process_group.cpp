@@ -234,4 +234,15 @@ Group init_process_group(const RankInfo& info) {
   return g;
 }
 
+std::optional<Group> join_or_explain(const CommonFlags& flags) {
+  RankInfo info = resolve_rank_info(flags);
+  if (flags.explain_env) {
+    std::printf("%s", explain(info).c_str());
+    validate(info);
+    return std::nullopt;
+  }
+  set_log_identity(info.rank.value, info.world_size.value);
+  return init_process_group(info);
+}
+
 }  // namespace ddp

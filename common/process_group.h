@@ -2,6 +2,8 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <optional>
+
 #include "common/compat.h"
 #include "common/rank_env.h"
 
@@ -35,6 +37,11 @@ std::chrono::milliseconds join_time_limit(const RankInfo& info);
 
 // All of the above: what torch.distributed.init_process_group(init_method=...) does.
 Group init_process_group(const RankInfo& info);
+
+// Chapter 01's steps for the chapters after it: resolve the settings from flags and the
+// environment; with --explain-env print them and return nothing (the caller exits 0);
+// otherwise tag the log with the rank and join. Throws UsageError/JoinError like the steps.
+std::optional<Group> join_or_explain(const CommonFlags& flags);
 
 // The device a rank's tensors live on: cuda:<local rank> for nccl, cpu for gloo.
 torch::Device device_for(const RankInfo& info);

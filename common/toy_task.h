@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.h"
 #include "common/compat.h"
 #include "common/process_group.h"
 
@@ -28,6 +29,14 @@ struct TrainConfig {
   std::string optimizer = "sgd";  // sgd | adam
   double momentum = 0;
 };
+
+// The flags of chapters 03-04, defined once: --steps --lr --batch --seed --save-init
+// --save-params (04 adds its own).
+struct TrainFlags {
+  TrainConfig cfg;
+  std::string save_init, save_params;  // rank 0 writes parameters here (torch::pickle_save)
+};
+void add_train_flags(CLI::App& app, TrainFlags& flags);
 
 // One process, the global batch of every step (world*batch samples): what data parallelism
 // must reproduce. Returns the final parameters.

@@ -241,6 +241,7 @@ std::optional<Group> join_or_explain(const CommonFlags& flags) {
     validate(info);
     return std::nullopt;
   }
+  check_can_start(info);  // before tagging the log: "rank 3/2" would be no name at all
   set_log_identity(info.rank.value, info.world_size.value);
   return init_process_group(info);
 }

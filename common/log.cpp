@@ -34,8 +34,6 @@ void set_log_identity(const std::string& tag) {
   g_rank = -1;
   g_tag = tag;
 }
-std::string log_identity() { return g_tag; }
-int log_rank() { return g_rank; }
 
 void log(const std::string& msg) { write_line(STDOUT_FILENO, "[" + g_tag + "] " + msg); }
 

@@ -8,8 +8,6 @@ namespace ddp {
 // program's role ("launcher", "rank ?/?").
 void set_log_identity(int rank, int world_size);
 void set_log_identity(const std::string& tag);
-std::string log_identity();
-int log_rank();  // -1 while unknown
 
 // One line to stdout, written with a single write() so lines of different ranks never mix.
 void log(const std::string& msg);

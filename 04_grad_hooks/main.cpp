@@ -69,12 +69,8 @@ int main(int argc, char** argv) {
     auto model = ddp::toy::make_model(cfg.seed);
     std::vector<torch::Tensor> params = model->parameters();
     if (rank == 0 && !train.save_init.empty()) ddp::toy::save_params(params, train.save_init);
-    std::unique_ptr<torch::optim::Optimizer> optimizer;
-    if (cfg.optimizer == "adam") {
-      optimizer = std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(cfg.lr));
-    } else {
-      optimizer = std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(cfg.lr).momentum(cfg.momentum));
-    }
+    // A stock optimizer, SGD (--momentum) or Adam: it never learns that it runs distributed.
+    std::unique_ptr<torch::optim::Optimizer> optimizer = ddp::toy::make_optimizer(params, cfg);
 
     // 3. A hook per parameter, run by autograd right after the gradient has been added into
     //    p.grad(). See Note [Which hook] and Note [Keep the accumulator alive].

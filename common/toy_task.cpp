@@ -47,14 +47,14 @@ void add_train_flags(CLI::App& app, TrainFlags& f) {
   app.add_option("--save-params", f.save_params, "Rank 0 writes the final parameters here (torch::pickle_save)");
 }
 
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<torch::Tensor>& params, const TrainConfig& cfg) {
+  if (cfg.optimizer == "adam") return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(cfg.lr));
+  return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(cfg.lr).momentum(cfg.momentum));
+}
+
 std::vector<torch::Tensor> train_single_process(const TrainConfig& cfg, int world) {
   auto model = make_model(cfg.seed);
-  std::unique_ptr<torch::optim::Optimizer> opt;
-  if (cfg.optimizer == "adam") {
-    opt = std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(cfg.lr));
-  } else {
-    opt = std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(cfg.lr).momentum(cfg.momentum));
-  }
+  auto opt = make_optimizer(model->parameters(), cfg);
   for (int step = 0; step < cfg.steps; ++step) {
     auto [x, y] = batch(step, 0, cfg.batch * world, 1);  // the whole global batch at once
     opt->zero_grad();

@@ -30,6 +30,10 @@ struct TrainConfig {
   double momentum = 0;
 };
 
+// The stock optimizer cfg names (SGD with cfg.momentum, or Adam) over `params`: the same
+// construction for the chapters and for the single-process reference they are checked against.
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<torch::Tensor>& params, const TrainConfig& cfg);
+
 // The flags of chapters 03-04, defined once: --steps --lr --batch --seed --save-init
 // --save-params (04 adds its own).
 struct TrainFlags {

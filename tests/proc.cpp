@@ -14,16 +14,13 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/error_file.h"
 #include "common/net.h"
 
 extern char** environ;
 
 namespace ddp_test {
 namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 bool steers_ranks(const std::string& name) {
   static const char* exact[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
@@ -65,7 +62,7 @@ std::vector<ProcResult> run_all(const std::vector<ProcSpec>& specs, double deadl
   std::vector<pid_t> pids(specs.size(), -1);
   std::vector<double> started(specs.size(), 0);
   std::vector<bool> signalled(specs.size(), false);
-  const double t0 = now_s();
+  const double t0 = ddp::monotonic_seconds();
   size_t next = 0;
   size_t running = 0;
   auto launch = [&](size_t i) {
@@ -95,21 +92,21 @@ std::vector<ProcResult> run_all(const std::vector<ProcSpec>& specs, double deadl
       ::_exit(127);
     }
     pids[i] = pid;
-    started[i] = now_s();
+    started[i] = ddp::monotonic_seconds();
     ++running;
   };
   while (next < specs.size() || running > 0) {
-    const double t = now_s() - t0;
+    const double t = ddp::monotonic_seconds() - t0;
     while (next < specs.size() && specs[next].start_delay_s <= t) launch(next++);
     for (size_t i = 0; i < specs.size(); ++i) {
       if (pids[i] <= 0) continue;
-      if (specs[i].signal && !signalled[i] && now_s() - started[i] >= specs[i].signal_after_s) {
+      if (specs[i].signal && !signalled[i] && ddp::monotonic_seconds() - started[i] >= specs[i].signal_after_s) {
         ::kill(pids[i], specs[i].signal);
         signalled[i] = true;
       }
       int st = 0;
       if (::waitpid(pids[i], &st, WNOHANG) == pids[i]) {
-        results[i].seconds = now_s() - started[i];
+        results[i].seconds = ddp::monotonic_seconds() - started[i];
         if (WIFEXITED(st)) results[i].exit_code = WEXITSTATUS(st);
         if (WIFSIGNALED(st)) results[i].term_signal = WTERMSIG(st);
         pids[i] = -1;
@@ -124,7 +121,7 @@ std::vector<ProcResult> run_all(const std::vector<ProcSpec>& specs, double deadl
         int st = 0;
         ::waitpid(pids[i], &st, 0);
         results[i].timed_out = true;
-        results[i].seconds = now_s() - started[i];
+        results[i].seconds = ddp::monotonic_seconds() - started[i];
         pids[i] = -1;
         --running;
       }

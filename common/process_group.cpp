@@ -139,15 +139,17 @@ void roll_call(c10d::Store& store, const RankInfo& info) {
 
   try {
     store.add("rollcall/arrived", 1);  // processes, not ranks: two may claim one rank
-    if (store.add(keys[r], 1) > 1) {
-      abort_all(true, "rank " + std::to_string(r) + " was claimed by two processes (the second is " + me +
-                          "): give every process its own --rank");
-    }
+    // The world size is checked before the rank is claimed: a claim from a process with the
+    // wrong size could otherwise complete the others' roll call before it is refused.
     const std::string ws = std::to_string(n);
     const std::string first_ws = text(store.compareSet("rollcall/world_size", {}, bytes(ws)));
     if (first_ws != ws) {
       abort_all(true, "world sizes disagree: " + me + " was started with world size " + ws +
                           ", the first rank to arrive with world size " + first_ws);
+    }
+    if (store.add(keys[r], 1) > 1) {
+      abort_all(true, "rank " + std::to_string(r) + " was claimed by two processes (the second is " + me +
+                          "): give every process its own --rank");
     }
     const auto deadline = std::chrono::steady_clock::now() + info.timeout();
     while (true) {

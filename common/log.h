@@ -9,6 +9,10 @@ namespace ddp {
 void set_log_identity(int rank, int world_size);
 void set_log_identity(const std::string& tag);
 
+// From now on every line (log, log0 on rank 0, log_error) also goes to this file, appended:
+// one file per rank keeps each rank's story when the console shows only rank 0.
+void set_log_file(const std::string& path);
+
 // One line to stdout, written with a single write() so lines of different ranks never mix.
 void log(const std::string& msg);
 // Only rank 0 prints: keeps an N-rank console readable.

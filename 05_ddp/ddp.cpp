@@ -1,0 +1,185 @@
+// provides: DistributedDataParallel: buckets of gradients all-reduced while backward runs.
+#include "05_ddp/ddp.h"
+
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+
+#include "common/errors.h"
+#include "common/log.h"
+
+namespace ddp {
+
+// Note [Buckets]
+// Chapter 04 started one all-reduce per parameter: a model with hundreds of small tensors pays
+// the latency of every one. DDP packs gradients into buckets of about --bucket-cap-mb (25 MiB by
+// default) and all-reduces each bucket as one flat tensor. A bucket starts its all-reduce as
+// soon as its last gradient has been accumulated, while backward goes on with earlier layers:
+// that is the overlap. Gradients become ready in reverse layer order, so the buckets are built
+// from the last parameters to the first. The bucket that holds the first layers is finished
+// last and nothing can overlap it, so PyTorch keeps the first one built small (1 MiB).
+//
+// Note [Rebuilding the buckets]
+// The layer order is only a guess of the order in which gradients become ready (a layer used
+// twice, or defined out of order, breaks it). After the first iteration DDP knows the real
+// order: it rebuilds the buckets in that order, once, with the small bucket now the first to
+// be ready.
+//
+// Note [Divide before the sum]
+// Each gradient is multiplied by 1/world while it is copied into its bucket, then the bucket
+// is summed: the average. PyTorch's DDP does the same, in this order, which is why our result
+// is bit-identical to it. Chapter 03 summed, then divided: the same in exact arithmetic only.
+
+std::vector<std::vector<size_t>> assign_buckets(const std::vector<size_t>& order, const std::vector<size_t>& sizes_bytes,
+                                                size_t first_limit, size_t cap) {
+  std::vector<std::vector<size_t>> buckets;
+  std::vector<size_t> current;
+  size_t bytes = 0, limit = first_limit;
+  for (size_t i : order) {
+    current.push_back(i);
+    bytes += sizes_bytes[i];
+    if (bytes >= limit) {
+      buckets.push_back(std::move(current));
+      current.clear();
+      bytes = 0;
+      limit = cap;
+    }
+  }
+  if (!current.empty()) buckets.push_back(std::move(current));
+  return buckets;
+}
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, Group& group,
+                                                 size_t bucket_cap_bytes)
+    : module_(std::move(module)), group_(group), cap_bytes_(bucket_cap_bytes) {
+  // 1. Every rank starts from rank 0's weights: one broadcast of all of them, side by side.
+  {
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> state;
+    for (auto& p : module_->parameters()) state.push_back(p);
+    for (auto& b : module_->buffers()) state.push_back(b);
+    std::vector<torch::Tensor> flat{torch::cat([&] {
+      std::vector<torch::Tensor> v;
+      for (auto& t : state) v.push_back(t.detach().reshape(-1));
+      return v;
+    }())};
+    group_.pg->broadcast(flat)->wait();
+    int64_t at = 0;
+    for (auto& t : state) t.copy_(flat[0].narrow(0, at, t.numel()).view_as(t)), at += t.numel();
+  }
+
+  // 2. Buckets, first guess: the parameters in definition order, cut at 1 MiB, then at the
+  //    cap; reversed so that the last layers, whose gradients come first, are bucket 0.
+  for (auto& item : module_->named_parameters()) {
+    if (!item.value().requires_grad()) continue;
+    params_.push_back(item.value());
+    names_.push_back(item.key());
+  }
+  std::vector<size_t> order(params_.size()), sizes(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) order[i] = i, sizes[i] = params_[i].numel() * params_[i].element_size();
+  auto assignment = assign_buckets(order, sizes, kFirstBucketBytes, cap_bytes_);
+  std::reverse(assignment.begin(), assignment.end());
+  build_buckets(assignment);
+
+  // 3. A hook on each parameter's gradient accumulator, as in chapter 04.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto accumulator = torch::autograd::impl::grad_accumulator(params_[i]);
+    accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [this, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+          on_gradient_ready(i);
+          return outputs;
+        }));
+    accumulators_.push_back(std::move(accumulator));
+  }
+}
+
+void DistributedDataParallel::build_buckets(const std::vector<std::vector<size_t>>& assignment) {
+  buckets_.clear();
+  bucket_of_.assign(params_.size(), 0);
+  slot_of_.assign(params_.size(), 0);
+  for (const auto& members : assignment) {
+    Bucket b;
+    b.params = members;
+    int64_t total = 0;
+    for (size_t k = 0; k < members.size(); ++k) {
+      bucket_of_[members[k]] = buckets_.size();
+      slot_of_[members[k]] = k;
+      b.offsets.push_back(total);
+      total += params_[members[k]].numel();
+    }
+    b.flat = torch::zeros({total}, params_[members[0]].options().requires_grad(false));
+    buckets_.push_back(std::move(b));
+  }
+}
+
+void DistributedDataParallel::on_gradient_ready(size_t i) {
+  if (!sync_) return;  // inside no_sync(): the gradient stays in .grad() and accumulates
+  if (!in_backward_) {
+    // The first hook of this backward: every bucket is waiting for all of its gradients.
+    in_backward_ = true;
+    next_bucket_ = 0;
+    for (auto& b : buckets_) b.pending = b.params.size(), b.work.reset();
+    ready_order_.clear();
+    torch::autograd::Engine::get_default_engine().queue_callback([this] { finish_backward(); });
+  }
+  if (!rebuilt_) ready_order_.push_back(i);
+  // 4. Copy the gradient into its place in the bucket, times 1/world (Note [Divide before the sum]).
+  Bucket& b = buckets_[bucket_of_[i]];
+  const torch::Tensor& grad = params_[i].grad();
+  torch::Tensor view = b.flat.narrow(0, b.offsets[slot_of_[i]], grad.numel());
+  view.copy_(grad.reshape(-1)).mul_(1.0 / group_.size());
+  if (--b.pending == 0) launch_ready_buckets();
+}
+
+void DistributedDataParallel::launch_ready_buckets() {
+  // 5. Start the all-reduce of every complete bucket, strictly in bucket order: every rank
+  //    must issue the same collectives in the same order, whatever order its gradients came in.
+  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
+    std::vector<torch::Tensor> t{buckets_[next_bucket_].flat};
+    buckets_[next_bucket_].work = group_.pg->allreduce(t);  // returns at once; Gloo works in its own threads
+    ++next_bucket_;
+  }
+}
+
+void DistributedDataParallel::finish_backward() {
+  in_backward_ = false;
+  launched_last_ = static_cast<int>(next_bucket_);
+  // A parameter that took no part in the loss never gets a gradient: its bucket never starts,
+  // and the ranks would wait for each other for ever. Say which one, as PyTorch does.
+  if (next_bucket_ < buckets_.size()) {
+    std::string missing;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (bucket_of_[i] >= next_bucket_ && std::find(ready_order_.begin(), ready_order_.end(), i) == ready_order_.end()) {
+        missing += (missing.empty() ? "" : ", ") + names_[i];
+      }
+    }
+    for (size_t k = 0; k < next_bucket_; ++k) buckets_[k].work->wait();  // leave nothing in flight
+    throw std::runtime_error("backward ended before every bucket was reduced: no gradient for " +
+                             (missing.empty() ? std::string("(a parameter of a later bucket)") : missing) +
+                             ". Every parameter must take part in the loss on every rank (PyTorch: "
+                             "\"Expected to have finished reduction in the prior iteration\")");
+  }
+  // 6. Wait for every bucket and copy the averaged gradients back into .grad().
+  for (auto& b : buckets_) {
+    b.work->wait();
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      torch::Tensor& grad = params_[b.params[k]].mutable_grad();
+      grad.copy_(b.flat.narrow(0, b.offsets[k], grad.numel()).view_as(grad));
+    }
+  }
+  // 7. Once, after the first iteration: rebuild the buckets in the order gradients really
+  //    became ready (Note [Rebuilding the buckets]).
+  if (!rebuilt_) {
+    rebuilt_ = true;
+    std::vector<size_t> sizes(params_.size());
+    for (size_t i = 0; i < params_.size(); ++i) sizes[i] = params_[i].numel() * params_[i].element_size();
+    build_buckets(assign_buckets(ready_order_, sizes, kFirstBucketBytes, cap_bytes_));
+  }
+}
+
+std::vector<std::vector<size_t>> DistributedDataParallel::bucket_assignment() const {
+  std::vector<std::vector<size_t>> out;
+  for (const auto& b : buckets_) out.push_back(b.params);
+  return out;
+}
+
+}  // namespace ddp

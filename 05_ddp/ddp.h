@@ -1,0 +1,76 @@
+// defines: DistributedDataParallel, the chapter's lesson: chapter 04's hooks, grouped into buckets.
+#pragma once
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/process_group.h"
+
+namespace ddp {
+
+constexpr size_t kMiB = 1024 * 1024;
+constexpr size_t kFirstBucketBytes = 1 * kMiB;  // PyTorch's dist._DEFAULT_FIRST_BUCKET_BYTES
+
+// Which parameters go into which bucket: walk `order` (indices into `sizes_bytes`), fill a
+// bucket until it holds at least its limit, then start the next. The first bucket's limit is
+// limits[0], every later one limits[1] (PyTorch's compute_bucket_assignment_by_size).
+std::vector<std::vector<size_t>> assign_buckets(const std::vector<size_t>& order, const std::vector<size_t>& sizes_bytes,
+                                                size_t first_limit, size_t cap);
+
+class DistributedDataParallel {
+ public:
+  // Broadcasts the module's parameters and buffers from rank 0, builds the buckets and puts a
+  // hook on every parameter that requires a gradient.
+  DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, Group& group, size_t bucket_cap_bytes);
+
+  // Skips communication while alive: gradients only accumulate locally in .grad(), and the
+  // first backward after it ends all-reduces the sum of them (gradient accumulation).
+  class NoSync {
+   public:
+    explicit NoSync(DistributedDataParallel& d) : d_(d) { d_.sync_ = false; }
+    ~NoSync() { d_.sync_ = true; }
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    DistributedDataParallel& d_;
+  };
+  std::unique_ptr<NoSync> no_sync() { return std::make_unique<NoSync>(*this); }
+
+  // The buckets, as lists of parameter indices in the order their all-reduces start.
+  std::vector<std::vector<size_t>> bucket_assignment() const;
+  bool rebuilt() const { return rebuilt_; }
+  // All-reduces started by the last synchronising backward (one per bucket).
+  int allreduces_last_backward() const { return launched_last_; }
+
+ private:
+  struct Bucket {
+    std::vector<size_t> params;  // indices into params_, in the order they sit in `flat`
+    std::vector<int64_t> offsets;
+    torch::Tensor flat;  // every gradient of the bucket, side by side: one all-reduce for all
+    size_t pending = 0;  // gradients of this backward still to come
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+
+  void build_buckets(const std::vector<std::vector<size_t>>& assignment);
+  void on_gradient_ready(size_t i);  // the hook
+  void launch_ready_buckets();
+  void finish_backward();  // queued to run once at the end of backward
+
+  std::shared_ptr<torch::nn::Module> module_;
+  Group& group_;
+  size_t cap_bytes_;
+  std::vector<torch::Tensor> params_;
+  std::vector<std::string> names_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // see 04's Note [Keep the accumulator alive]
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_, slot_of_;  // param index -> bucket, position in it
+  bool sync_ = true, in_backward_ = false, rebuilt_ = false;
+  size_t next_bucket_ = 0;
+  int launched_last_ = 0;
+  std::vector<size_t> ready_order_;  // recorded in the first backward, to rebuild the buckets
+};
+
+}  // namespace ddp

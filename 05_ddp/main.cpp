@@ -1,0 +1,192 @@
+// 05_ddp: a complete data-parallel trainer, built on our own DistributedDataParallel class.
+//
+// The lesson is in ddp.h/ddp.cpp: chapter 04's hooks, with gradients packed into buckets whose
+// all-reduce starts while backward is still running. This file is the trainer around it, the
+// C++ twin of a Python DDP script: distributed sampler, warm-up + cosine schedule, distributed
+// validation that counts every test image once, checkpoints and automatic resume, logs.
+//
+// Usage:
+//   ./build-cpu/05_ddp --nproc-per-node 2 --model cnn               # forks 2 ranks (via 02_spawn)
+//   ./build-cpu/05_ddp --rank 0 --world-size 2 &  ./build-cpu/05_ddp --rank 1 --world-size 2
+//   torchrun --nproc-per-node 2 --no-python ./build-cuda/05_ddp --model cnn
+//   ./build-cpu/05_ddp --nproc-per-node 2 --reset       # start over instead of resuming
+//
+// Expected output (rank 0, --nproc-per-node 2 --max-steps 300; trimmed):
+//   [rank 0/2] data: 60000 train / 10000 test images from /usr/share/datasets/fashion-mnist/...
+//   [rank 0/2] model mlp: 535818 parameters in 2 buckets, all-reduced while backward runs
+//   [rank 0/2] epoch 1/3 [###.......] step 300/1407 loss 0.4478 lr 0.0484 5600 samples/s ETA 0:40
+//   [rank 0/2] validation after step 300: loss 0.4611, accuracy 83.44% (10000 images)
+//   [rank 0/2] check: every rank holds the same parameters: OK
+//   [rank 0/2] check: test accuracy 83.44% is better than chance (10%): OK
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cmath>
+
+#include "05_ddp/ddp.h"
+#include "05_ddp/metrics.h"
+#include "05_ddp/models.h"
+#include "05_ddp/options.h"
+#include "05_ddp/trainer.h"
+#include "common/checkpoint.h"
+#include "common/cli.h"
+#include "common/failure.h"
+#include "common/fashion_mnist.h"
+#include "common/log.h"
+#include "common/process_group.h"
+#include "common/sampler.h"
+#include "common/toy_task.h"
+
+namespace {
+
+// Note [Warm-up and cosine]
+// The learning rate climbs linearly for the first --warmup-steps (large steps on random weights
+// make the loss jump), then falls along half a cosine to 0 at the last step.
+double learning_rate(const ddp::TrainerOptions& o, int64_t step, int64_t total) {
+  if (step < o.warmup_steps) return o.lr * static_cast<double>(step + 1) / o.warmup_steps;
+  const double progress = static_cast<double>(step - o.warmup_steps) / std::max<int64_t>(1, total - o.warmup_steps);
+  return o.lr * 0.5 * (1 + std::cos(M_PI * progress));
+}
+
+// Note [Exact distributed validation]
+// The sampler pads the test set so every rank gets the same number of images: with 10000
+// images and 3 ranks, 2 images are seen twice. Each rank sums loss and hits over its shard,
+// leaving out the padding, and one all-reduce adds the sums: the result is what one process
+// gets on the whole test set, image for image (tests/test_trainer.cpp checks it).
+ddp::Evaluation evaluate(const ddp::AnyModel& model, const ddp::Dataset& test, ddp::Group& group, int batch,
+                         const torch::Device& device) {
+  torch::NoGradGuard no_grad;
+  model.module->eval();
+  ddp::DistributedSampler sampler(test.size(), group.rank(), group.size(), /*shuffle=*/false);
+  const std::vector<int64_t> idx = sampler.indices();
+  auto sums = torch::zeros({3}, torch::kFloat64);  // loss sum, correct, images
+  for (size_t at = 0; at < idx.size(); at += batch) {
+    std::vector<int64_t> ids;
+    for (size_t k = at; k < std::min(idx.size(), at + batch); ++k) {
+      if (!sampler.is_padding(static_cast<int64_t>(k))) ids.push_back(idx[k]);
+    }
+    if (ids.empty()) continue;
+    auto sel = torch::tensor(ids, torch::kInt64);
+    auto logits = model.forward(test.images.index_select(0, sel).to(device));
+    auto labels = test.labels.index_select(0, sel).to(device);
+    auto losses = torch::nn::functional::cross_entropy(logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+    sums[0] += losses.to(torch::kFloat64).sum().cpu();
+    sums[1] += logits.argmax(1).eq(labels).sum().cpu().to(torch::kFloat64);
+    sums[2] += static_cast<double>(ids.size());
+  }
+  std::vector<torch::Tensor> t{sums.to(device)};
+  group.pg->allreduce(t)->wait();
+  model.module->train();
+  auto s = t[0].cpu();
+  return {s[0].item<double>() / s[2].item<double>(), s[1].item<double>() / s[2].item<double>(), s[2].item<int64_t>()};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"05_ddp: train an MLP or a CNN on Fashion-MNIST with our own DistributedDataParallel"};
+  ddp::CommonFlags flags;
+  ddp::add_common_flags(app, flags);
+  ddp::TrainerOptions o;
+  ddp::add_trainer_options(app, o);
+  ddp::parse_flags(app, argc, argv);
+
+  return ddp::guarded_main([&] {
+    if (o.nproc_per_node) return ddp::relaunch_with_02_spawn(argc, argv, *o.nproc_per_node, flags);
+    if (o.kill_rank.has_value() != o.kill_at_step.has_value()) throw ddp::UsageError("--kill-rank and --kill-at-step go together");
+    // 1. Join the group (chapter 01); each rank also keeps its own log file.
+    std::optional<ddp::Group> joined = ddp::join_or_explain(flags);
+    if (!joined) return ddp::kExitOk;
+    ddp::Group& group = *joined;
+    const int rank = group.rank(), world = group.size();
+    const torch::Device device = ddp::device_for(group.info);
+    ddp::RunOutput out(o.out, rank);
+
+    // 2. Data: every rank holds the whole set; the sampler picks this rank's share.
+    ddp::Dataset train = o.synthetic ? ddp::synthetic_dataset(o.train_samples.value_or(60000), true)
+                                     : ddp::load_fashion_mnist(o.data_dir, true);
+    ddp::Dataset test = o.synthetic ? ddp::synthetic_dataset(o.test_samples.value_or(10000), false)
+                                    : ddp::load_fashion_mnist(o.data_dir, false);
+    if (o.train_samples) train = ddp::first_n(train, *o.train_samples);
+    if (o.test_samples) test = ddp::first_n(test, *o.test_samples);
+    ddp::log0("data: " + std::to_string(train.size()) + " train / " + std::to_string(test.size()) + " test images from " + train.source);
+    ddp::DistributedSampler sampler(train.size(), rank, world, /*shuffle=*/true, o.seed);
+    const int64_t batches = (sampler.num_samples() + o.batch_size - 1) / o.batch_size;  // per epoch, last one short
+    const int64_t steps_per_epoch = (batches + o.grad_accum - 1) / o.grad_accum;
+    const int64_t total_steps = std::min<int64_t>(o.epochs * steps_per_epoch, o.max_steps.value_or(INT32_MAX));
+
+    // 3. The model, the same on every rank (DDP broadcasts rank 0's weights), and a stock optimizer.
+    ddp::AnyModel model = ddp::make_model(o.model, o.seed);
+    model.module->to(device);
+    std::vector<torch::Tensor> params = model.module->parameters();
+    if (rank == 0 && !o.save_init.empty()) ddp::toy::save_params(params, o.save_init);
+    ddp::DistributedDataParallel ddp_model(model.module, group, static_cast<size_t>(o.bucket_cap_mb * ddp::kMiB));
+    std::unique_ptr<torch::optim::Optimizer> optimizer = ddp::make_trainer_optimizer(params, o);
+    ddp::log0("model " + o.model + ": " + std::to_string(ddp::count_parameters(params)) + " parameters in " +
+              std::to_string(ddp_model.bucket_assignment().size()) + " bucket(s), all-reduced while backward runs");
+
+    // 4. Resume from the newest readable checkpoint, unless --reset (see Note [Atomic checkpoints]).
+    int64_t step = 0;
+    if (!o.reset) step = ddp::resume(out.checkpoints, device, *model.module, *optimizer, group);
+    if (o.eval_only) {
+      out.validation(evaluate(model, test, group, o.batch_size, device), step);
+      return ddp::kExitOk;
+    }
+
+    // 5. Train. Each step: o.grad_accum micro-batches, all but the last under no_sync().
+    ddp::Progress progress(out, total_steps, steps_per_epoch, o.epochs, world * o.batch_size * o.grad_accum, o.log_every);
+    std::optional<ddp::Evaluation> last_eval;
+    std::vector<int64_t> order;
+    for (; step < total_steps; ++step) {
+      const int64_t epoch = step / steps_per_epoch, in_epoch = step % steps_per_epoch;
+      if (order.empty() || in_epoch == 0) sampler.set_epoch(epoch), order = sampler.indices();
+      const double lr = learning_rate(o, step, total_steps);
+      for (auto& g : optimizer->param_groups()) g.options().set_lr(lr);
+      optimizer->zero_grad();
+      const int64_t first = in_epoch * o.grad_accum, last = std::min(batches, first + o.grad_accum);
+      double step_loss = 0;
+      for (int64_t b = first; b < last; ++b) {
+        auto no_sync = b + 1 < last ? ddp_model.no_sync() : nullptr;  // communicate on the last only
+        const int64_t from = b * o.batch_size, to = std::min<int64_t>(from + o.batch_size, order.size());
+        auto sel = torch::tensor(std::vector<int64_t>(order.begin() + from, order.begin() + to), torch::kInt64);
+        auto loss = torch::nn::functional::cross_entropy(model.forward(train.images.index_select(0, sel).to(device)),
+                                                         train.labels.index_select(0, sel).to(device)) /
+                    static_cast<double>(last - first);
+        loss.backward();  // DDP's hooks average the gradients on the way
+        step_loss += loss.item<double>();
+      }
+      if (!std::isfinite(step_loss)) {
+        throw std::runtime_error("the loss is " + std::to_string(step_loss) + " at step " + std::to_string(step) +
+                                 " (learning rate " + std::to_string(lr) + "): training diverged; lower --lr or add --warmup-steps");
+      }
+      optimizer->step();
+      progress.step_done(step, step_loss, lr);
+
+      const bool epoch_end = in_epoch == steps_per_epoch - 1 || step + 1 == total_steps;
+      if (epoch_end) out.validation(*(last_eval = evaluate(model, test, group, o.batch_size, device)), step + 1);
+      if (epoch_end || (o.ckpt_every && (step + 1) % *o.ckpt_every == 0)) {
+        ddp::checkpoint(out.checkpoints, step + 1, o.keep, *model.module, *optimizer, group);
+      }
+      if (o.kill_rank && *o.kill_rank == rank && *o.kill_at_step == step) {
+        ddp::log("fault injection: SIGKILL after step " + std::to_string(step));
+        ::raise(SIGKILL);
+      }
+    }
+
+    // 6. Check the result: the ranks agree bit for bit, and the model learned something.
+    const bool same = ddp::toy::replicas_identical(group, params);
+    ddp::log0(std::string("check: every rank holds the same parameters: ") + (same ? "OK" : "FAILED"));
+    if (!last_eval) last_eval = evaluate(model, test, group, o.batch_size, device);
+    const double floor = o.expect_accuracy.value_or(0.1);
+    const bool learned = last_eval->accuracy > floor;
+    ddp::log0("check: test accuracy " + ddp::percent(last_eval->accuracy) + " is above " + ddp::percent(floor) +
+              (o.expect_accuracy ? " (--expect-accuracy)" : " (chance)") + ": " + (learned ? "OK" : "FAILED"));
+    ddp::log0("params fingerprint " + ddp::toy::fingerprint(params) + " (bit-identical runs print the same)");
+    if (rank == 0 && !o.save_params.empty()) ddp::toy::save_params(params, o.save_params);
+    DDP_CHECK(same, "the ranks' parameters differ");
+    DDP_CHECK(learned, "test accuracy " << last_eval->accuracy << " is not above " << floor);
+    group.pg->barrier()->wait();
+    return ddp::kExitOk;
+  });
+}

@@ -1,0 +1,97 @@
+// provides: RunOutput and Progress: console, per-rank log files, JSON lines and TensorBoard.
+#include "05_ddp/metrics.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+#include "common/errors.h"
+#include "common/log.h"
+#include "common/error_file.h"
+
+namespace ddp {
+
+std::string percent(double fraction) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%.2f%%", 100 * fraction);
+  return b;
+}
+
+void make_dirs(const std::string& dir) {
+  for (size_t at = 1; at != std::string::npos;) {
+    at = dir.find('/', at + 1);
+    const std::string part = dir.substr(0, at);
+    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) {
+      throw UsageError("cannot create the folder " + part + ": " + std::strerror(errno));
+    }
+  }
+}
+
+RunOutput::RunOutput(const std::string& dir, int rank) : checkpoints(dir + "/checkpoints"), rank_(rank) {
+  make_dirs(dir);
+  set_log_file(dir + "/rank" + std::to_string(rank) + ".log");
+  if (rank != 0) return;
+  const std::string jsonl = dir + "/metrics.jsonl";
+  jsonl_ = std::fopen(jsonl.c_str(), "a");  // appended: a resumed run continues the same file
+  if (!jsonl_) throw UsageError("cannot open " + jsonl + ": " + std::strerror(errno));
+  tb_ = std::make_unique<TensorBoardWriter>(dir + "/tensorboard");
+}
+
+RunOutput::~RunOutput() {
+  if (jsonl_) std::fclose(jsonl_);
+}
+
+void RunOutput::training(int64_t step, int64_t epoch, double loss, double lr, double samples_per_s) {
+  if (rank_ != 0) return;
+  std::fprintf(jsonl_, "{\"kind\": \"train\", \"step\": %lld, \"epoch\": %lld, \"loss\": %.6g, \"lr\": %.6g, \"samples_per_s\": %.1f}\n",
+               static_cast<long long>(step), static_cast<long long>(epoch), loss, lr, samples_per_s);
+  std::fflush(jsonl_);
+  tb_->add_scalar("train/loss", loss, step);
+  tb_->add_scalar("train/learning_rate", lr, step);
+  tb_->add_scalar("train/samples_per_s", samples_per_s, step);
+  tb_->flush();
+}
+
+void RunOutput::validation(const Evaluation& e, int64_t step) {
+  char line[160];
+  std::snprintf(line, sizeof(line), "validation after step %lld: loss %.4f, accuracy %s (%lld images)",
+                static_cast<long long>(step), e.loss, percent(e.accuracy).c_str(), static_cast<long long>(e.images));
+  log0(line);
+  if (rank_ != 0) return;
+  std::fprintf(jsonl_, "{\"kind\": \"validation\", \"step\": %lld, \"loss\": %.9g, \"accuracy\": %.9g, \"images\": %lld}\n",
+               static_cast<long long>(step), e.loss, e.accuracy, static_cast<long long>(e.images));
+  std::fflush(jsonl_);
+  tb_->add_scalar("validation/loss", e.loss, step);
+  tb_->add_scalar("validation/accuracy", e.accuracy, step);
+  tb_->flush();
+}
+
+Progress::Progress(RunOutput& out, int64_t total_steps, int64_t steps_per_epoch, int epochs, int64_t samples_per_step, int every)
+    : out_(out), total_(total_steps), per_epoch_(steps_per_epoch), samples_per_step_(samples_per_step), epochs_(epochs), every_(every) {}
+
+void Progress::step_done(int64_t step, double loss, double lr) {
+  const double now = monotonic_seconds();
+  loss_sum_ += loss;
+  ++steps_since_;
+  if (since_ < 0) {  // the clock starts after the first step, which also pays for warming up
+    since_ = now;
+    untimed_ = 1;
+  }
+  if ((step + 1) % every_ != 0 && step + 1 != total_) return;
+  const double rate = now > since_ ? static_cast<double>((steps_since_ - untimed_) * samples_per_step_) / (now - since_) : 0;
+  const double mean_loss = loss_sum_ / steps_since_;
+  out_.training(step + 1, step / per_epoch_, mean_loss, lr, rate);
+  const double eta = rate > 0 ? static_cast<double>((total_ - step - 1) * samples_per_step_) / rate : 0;
+  const int width = 10, filled = static_cast<int>(width * (step % per_epoch_ + 1) / per_epoch_);
+  char line[200];
+  std::snprintf(line, sizeof(line), "epoch %lld/%d [%s%s] step %lld/%lld loss %.4f lr %.4g %.0f samples/s ETA %d:%02d",
+                static_cast<long long>(step / per_epoch_ + 1), epochs_, std::string(filled, '#').c_str(),
+                std::string(width - filled, '.').c_str(), static_cast<long long>(step + 1), static_cast<long long>(total_),
+                mean_loss, lr, rate, static_cast<int>(eta) / 60, static_cast<int>(eta) % 60);
+  log0(line);
+  since_ = now, loss_sum_ = 0, steps_since_ = 0, untimed_ = 0;
+}
+
+}  // namespace ddp

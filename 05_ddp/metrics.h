@@ -1,0 +1,56 @@
+// defines: what the trainer writes: the rank-0 progress line, metrics.jsonl, TensorBoard scalars,
+// and one log file per rank.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "common/tensorboard.h"
+
+namespace ddp {
+
+struct Evaluation {
+  double loss = 0, accuracy = 0;
+  int64_t images = 0;
+};
+
+std::string percent(double fraction);  // "83.44%"
+
+// The folder of a run: <dir>/rank<r>.log for every rank; metrics.jsonl and tensorboard/ from
+// rank 0; checkpoints/ written by rank 0 and read by all.
+class RunOutput {
+ public:
+  RunOutput(const std::string& dir, int rank);
+  ~RunOutput();
+  std::string checkpoints;
+
+  // Rank 0 only (the others return at once): one JSON line and the TensorBoard scalars.
+  void training(int64_t step, int64_t epoch, double loss, double lr, double samples_per_s);
+  // Every rank gets the same numbers; rank 0 prints and records them.
+  void validation(const Evaluation& e, int64_t step);
+
+ private:
+  int rank_;
+  std::FILE* jsonl_ = nullptr;
+  std::unique_ptr<TensorBoardWriter> tb_;
+};
+
+// The rank-0 console line every `every` steps: epoch, a bar, step, loss, lr, samples/s, ETA.
+class Progress {
+ public:
+  Progress(RunOutput& out, int64_t total_steps, int64_t steps_per_epoch, int epochs, int64_t samples_per_step, int every);
+  void step_done(int64_t step, double loss, double lr);
+
+ private:
+  RunOutput& out_;
+  int64_t total_, per_epoch_, samples_per_step_;
+  int epochs_, every_;
+  double since_ = -1, loss_sum_ = 0;
+  int64_t steps_since_ = 0, untimed_ = 0;
+};
+
+// mkdir -p; UsageError naming the folder when it cannot.
+void make_dirs(const std::string& dir);
+
+}  // namespace ddp

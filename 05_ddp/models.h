@@ -1,0 +1,63 @@
+// defines: the two models of the trainer, an MLP and a small CNN, for 28x28 grey images.
+#pragma once
+#include <torch/torch.h>
+
+#include <string>
+
+namespace ddp {
+
+// 784 -> 512 -> 256 -> 10. Parameters in definition order: fc1, fc2, fc3 (the Python
+// reference builds the same modules in the same order).
+struct MlpImpl : torch::nn::Module {
+  MlpImpl() {
+    // One layer per statement: the seed then gives each layer the same numbers as in Python.
+    fc1 = register_module("fc1", torch::nn::Linear(784, 512));
+    fc2 = register_module("fc2", torch::nn::Linear(512, 256));
+    fc3 = register_module("fc3", torch::nn::Linear(256, 10));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::relu(fc1->forward(x.flatten(1)));
+    x = torch::relu(fc2->forward(x));
+    return fc3->forward(x);
+  }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+// conv 3x3 (32) -> pool -> conv 3x3 (64) -> pool -> 3136 -> 256 -> 10: 0.82 M parameters,
+// 3.3 MB of gradients, so the default buckets split it in two (see Note [Buckets]).
+struct CnnImpl : torch::nn::Module {
+  CnnImpl() {
+    conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 3).padding(1)));
+    conv2 = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).padding(1)));
+    fc1 = register_module("fc1", torch::nn::Linear(64 * 7 * 7, 256));
+    fc2 = register_module("fc2", torch::nn::Linear(256, 10));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::max_pool2d(torch::relu(conv1->forward(x)), 2);
+    x = torch::max_pool2d(torch::relu(conv2->forward(x)), 2);
+    x = torch::relu(fc1->forward(x.flatten(1)));
+    return fc2->forward(x);
+  }
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+TORCH_MODULE(Cnn);
+
+// A model by name ("mlp" or "cnn"), initialised from `seed`, with forward() reachable
+// through the returned function (LibTorch modules have no common virtual forward).
+struct AnyModel {
+  std::shared_ptr<torch::nn::Module> module;
+  std::function<torch::Tensor(const torch::Tensor&)> forward;
+};
+inline AnyModel make_model(const std::string& name, uint64_t seed) {
+  torch::manual_seed(seed);
+  if (name == "cnn") {
+    Cnn m;
+    return {m.ptr(), [m](const torch::Tensor& x) mutable { return m->forward(x); }};
+  }
+  Mlp m;
+  return {m.ptr(), [m](const torch::Tensor& x) mutable { return m->forward(x); }};
+}
+
+}  // namespace ddp

@@ -1,0 +1,41 @@
+// provides: add_trainer_options(): the one definition of 05's flags and their limits.
+#include "05_ddp/options.h"
+
+namespace ddp {
+
+void add_trainer_options(CLI::App& app, TrainerOptions& o) {
+  app.add_option("--model", o.model, "mlp or cnn [default mlp]")->check(CLI::IsMember({"mlp", "cnn"}));
+  app.add_option("--epochs", o.epochs, "Passes over the training set [default 3]")->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", o.batch_size, "Samples per rank per micro-batch [default 64]")->check(CLI::PositiveNumber);
+  app.add_option("--grad-accum", o.grad_accum, "Micro-batches per optimizer step, all but the last under no_sync() [default 1]")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--optimizer", o.optimizer, "sgd (with --momentum) or adamw [default sgd]")->check(CLI::IsMember({"sgd", "adamw"}));
+  app.add_option("--lr", o.lr, "Peak learning rate [default 0.05]")->check(CLI::PositiveNumber);
+  app.add_option("--momentum", o.momentum, "SGD momentum [default 0.9]")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--weight-decay", o.weight_decay, "Weight decay [default 0]")->check(CLI::NonNegativeNumber);
+  app.add_option("--warmup-steps", o.warmup_steps, "Linear warm-up steps before the cosine decay [default 100]")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-steps", o.max_steps, "Stop after this many optimizer steps in all")->check(CLI::NonNegativeNumber);
+  app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "Gradient bucket size in MiB [default 25, as PyTorch]")
+      ->check(CLI::Range(0.001, 1024.0));
+  app.add_option("--seed", o.seed, "Seed of the initial weights and of the sampler's shuffle [default 0]");
+  app.add_option("--data-dir", o.data_dir, "Folder with Fashion-MNIST's four .gz IDX files [default Debian's]");
+  app.add_flag("--synthetic", o.synthetic, "Generated images instead of Fashion-MNIST");
+  app.add_option("--train-samples", o.train_samples, "Use only the first N training samples")->check(CLI::PositiveNumber);
+  app.add_option("--test-samples", o.test_samples, "Use only the first N test samples")->check(CLI::PositiveNumber);
+  app.add_option("--out", o.out, "Folder for checkpoints/, rank<r>.log, metrics.jsonl, tensorboard/ [default runs/05_ddp]");
+  app.add_option("--log-every", o.log_every, "Progress line every N steps [default 50]")->check(CLI::PositiveNumber);
+  app.add_option("--ckpt-every", o.ckpt_every, "Checkpoint every N steps, besides each epoch's end")->check(CLI::PositiveNumber);
+  app.add_option("--keep", o.keep, "Checkpoints to keep [default 3]")->check(CLI::PositiveNumber);
+  app.add_flag("--reset", o.reset, "Start over instead of resuming from the latest checkpoint");
+  app.add_flag("--eval-only", o.eval_only, "Evaluate the latest checkpoint (or the initial weights) and stop");
+  app.add_option("--expect-accuracy", o.expect_accuracy, "Fail unless the final test accuracy reaches this (0-1)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--save-init", o.save_init, "Rank 0 writes the initial parameters here (torch::pickle_save)");
+  app.add_option("--save-params", o.save_params, "Rank 0 writes the final parameters here (torch::pickle_save)");
+  app.add_option("--nproc-per-node", o.nproc_per_node, "Start this many ranks here, through 02_spawn")->check(CLI::PositiveNumber);
+  app.add_option("--kill-rank", o.kill_rank, "Fault injection: this rank kills itself (SIGKILL) ...")->check(CLI::NonNegativeNumber);
+  app.add_option("--kill-at-step", o.kill_at_step, "... after finishing this step")->check(CLI::NonNegativeNumber);
+}
+
+}  // namespace ddp

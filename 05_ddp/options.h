@@ -1,0 +1,40 @@
+// defines: the trainer's own flags (the shared ones are in common/cli.h).
+#pragma once
+#include <CLI/CLI.hpp>
+#include <optional>
+#include <string>
+
+namespace ddp {
+
+struct TrainerOptions {
+  // model and optimisation
+  std::string model = "mlp";  // mlp | cnn
+  int epochs = 3;
+  int batch_size = 64;  // per rank and micro-batch, as a Python DataLoader's batch_size
+  int grad_accum = 1;   // micro-batches per optimizer step (all but the last under no_sync())
+  std::string optimizer = "sgd";  // sgd (with momentum) | adamw
+  double lr = 0.05, momentum = 0.9, weight_decay = 0;
+  int warmup_steps = 100;
+  std::optional<int> max_steps;  // stop early (short runs, tests)
+  double bucket_cap_mb = 25;
+  uint64_t seed = 0;
+  // data
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  bool synthetic = false;
+  std::optional<int> train_samples, test_samples;  // use only the first N (quick runs)
+  // output, checkpoints
+  std::string out = "runs/05_ddp";
+  int log_every = 50;
+  std::optional<int> ckpt_every;  // steps; always at the end of each epoch
+  int keep = 3;
+  bool reset = false, eval_only = false;
+  std::optional<double> expect_accuracy;
+  std::string save_init, save_params;
+  // launching and faults
+  std::optional<int> nproc_per_node;
+  std::optional<int> kill_rank, kill_at_step;
+};
+
+void add_trainer_options(CLI::App& app, TrainerOptions& o);
+
+}  // namespace ddp

@@ -1,0 +1,119 @@
+// provides: optimizer choice, checkpoint/resume for every rank, and the --nproc-per-node relaunch.
+#include "05_ddp/trainer.h"
+
+#include <limits.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/checkpoint.h"
+#include "common/errors.h"
+#include "common/log.h"
+
+namespace ddp {
+
+std::unique_ptr<torch::optim::Optimizer> make_trainer_optimizer(const std::vector<torch::Tensor>& params,
+                                                                const TrainerOptions& o) {
+  if (o.optimizer == "adamw") {
+    return std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay));
+  }
+  return std::make_unique<torch::optim::SGD>(
+      params, torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
+}
+
+int64_t count_parameters(const std::vector<torch::Tensor>& params) {
+  int64_t n = 0;
+  for (const auto& p : params) n += p.numel();
+  return n;
+}
+
+void checkpoint(const std::string& dir, int64_t step, int keep, torch::nn::Module& model, torch::optim::Optimizer& opt,
+                Group& group) {
+  if (group.rank() == 0) {
+    const std::string path = save_checkpoint(dir, step, keep, [&](torch::serialize::OutputArchive& a) {
+      for (const auto& p : model.named_parameters()) a.write("model." + p.key(), p.value());
+      for (const auto& b : model.named_buffers()) a.write("buffer." + b.key(), b.value(), /*is_buffer=*/true);
+      torch::serialize::OutputArchive optimizer_state;
+      opt.save(optimizer_state);
+      a.write("optimizer", optimizer_state);
+      a.write("step", torch::tensor(static_cast<int64_t>(step)));
+      // Nothing in this trainer draws from it after the start, but a model with dropout would:
+      // resuming must continue its random stream, not restart it.
+      a.write("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
+    });
+    log("checkpoint written: " + path);
+  }
+  group.pg->barrier()->wait();
+}
+
+int64_t resume(const std::string& dir, const torch::Device& device, torch::nn::Module& model, torch::optim::Optimizer& opt,
+               Group& group) {
+  auto loaded = load_latest_checkpoint(dir, device, [&](torch::serialize::InputArchive& a) {
+    torch::NoGradGuard no_grad;
+    torch::Tensor t;
+    for (auto& p : model.named_parameters()) a.read("model." + p.key(), t), p.value().copy_(t);
+    for (auto& b : model.named_buffers()) a.read("buffer." + b.key(), t, /*is_buffer=*/true), b.value().copy_(t);
+    torch::serialize::InputArchive optimizer_state;
+    a.read("optimizer", optimizer_state);
+    opt.load(optimizer_state);
+    a.read("rng.cpu", t);
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    gen.set_state(t.cpu());
+  });
+  const int64_t step = loaded ? loaded->step : 0;
+  // Every rank must continue from the same step, or their collectives no longer pair up.
+  std::vector<torch::Tensor> lo{torch::tensor({step}, torch::kInt64).to(device)}, hi{lo[0].clone()};
+  c10d::AllreduceOptions min_op, max_op;
+  min_op.reduceOp = c10d::ReduceOp::MIN;
+  max_op.reduceOp = c10d::ReduceOp::MAX;
+  group.pg->allreduce(lo, min_op)->wait();
+  group.pg->allreduce(hi, max_op)->wait();
+  if (lo[0].item<int64_t>() != hi[0].item<int64_t>()) {
+    throw std::runtime_error("ranks found different checkpoints in " + dir + " (steps " + std::to_string(lo[0].item<int64_t>()) +
+                             " to " + std::to_string(hi[0].item<int64_t>()) +
+                             "): the folder must be the same shared folder for every rank");
+  }
+  if (loaded) log0("resumed from " + loaded->path + " at step " + std::to_string(step) + " (--reset starts over)");
+  return step;
+}
+
+int relaunch_with_02_spawn(int argc, char** argv, int nproc, const CommonFlags& flags) {
+  if (flags.rank) throw UsageError("--nproc-per-node starts the ranks itself: drop --rank");
+  if (flags.world_size && *flags.world_size != nproc) {
+    throw UsageError("--world-size " + std::to_string(*flags.world_size) + " differs from --nproc-per-node " +
+                     std::to_string(nproc) + " (one machine: they are the same)");
+  }
+  char self[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) throw std::runtime_error(std::string("cannot find this program: ") + std::strerror(errno));
+  self[n] = 0;
+  std::string launcher = self;
+  launcher = launcher.substr(0, launcher.rfind('/') + 1) + "02_spawn";
+  if (::access(launcher.c_str(), X_OK) != 0) {
+    throw UsageError("--nproc-per-node needs chapter 02's launcher at " + launcher +
+                     " (build it), or start each rank yourself with --rank/--world-size");
+  }
+  std::vector<std::string> args{launcher, "--nproc-per-node", std::to_string(nproc)};
+  if (flags.timeout_s) args.insert(args.end(), {"--timeout", std::to_string(*flags.timeout_s)});
+  if (flags.master_addr) args.insert(args.end(), {"--master-addr", *flags.master_addr});
+  if (flags.master_port) args.insert(args.end(), {"--master-port", std::to_string(*flags.master_port)});
+  args.insert(args.end(), {"--", self});
+  for (int i = 1; i < argc; ++i) {  // the same flags, minus --nproc-per-node
+    const std::string a = argv[i];
+    if (a == "--nproc-per-node") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--nproc-per-node=", 0) == 0) continue;
+    args.push_back(a);
+  }
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  std::fflush(nullptr);
+  ::execv(launcher.c_str(), cargs.data());
+  throw std::runtime_error("cannot start " + launcher + ": " + std::strerror(errno));
+}
+
+}  // namespace ddp

@@ -1,0 +1,37 @@
+// defines: Fashion-MNIST read from its gzipped IDX files (zlib), and a synthetic stand-in.
+#pragma once
+#include <torch/torch.h>
+
+#include <string>
+
+namespace ddp {
+
+// Where Debian's dataset-fashion-mnist package puts the four files.
+constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+
+struct Dataset {
+  torch::Tensor images;  // [N, 1, 28, 28] float32, normalised with the training set's mean and std
+  torch::Tensor labels;  // [N] int64, classes 0-9
+  std::string source;    // for the log: the files, or "synthetic"
+  int64_t size() const { return labels.size(0); }
+};
+
+// The training (60,000) or test (10,000) split from `dir`. A missing, truncated or corrupt
+// file, or one that is not the IDX layout expected, throws UsageError naming the file.
+Dataset load_fashion_mnist(const std::string& dir, bool train);
+
+// The raw bytes of one IDX file (gzipped or not), checked: magic, rank, dimensions and length.
+// Returns the dimensions; `data` receives the payload. Exposed for the tests.
+std::vector<int64_t> read_idx(const std::string& path, int expected_dims, std::string& data);
+
+// A learnable stand-in of the same shape, for machines without the data: each class is a
+// fixed random pattern plus noise. Deterministic in (seed, train), so every rank agrees.
+Dataset synthetic_dataset(int64_t n, bool train);
+
+// The first n samples (all of them if n is larger): quick runs on a part of the data.
+Dataset first_n(const Dataset& d, int64_t n);
+
+// Pixel bytes -> float32, normalised as the tests' Python reference does, op for op.
+torch::Tensor normalise_pixels(const torch::Tensor& bytes);
+
+}  // namespace ddp

@@ -91,6 +91,8 @@ int main(int argc, char** argv) {
   ddp::TrainerOptions o;
   ddp::add_trainer_options(app, o);
   ddp::parse_flags(app, argc, argv);
+  // With GPUs, NCCL (cuda:<local rank>) is the default, as in PyTorch's examples; --backend gloo still wins.
+  if (!flags.backend && torch::cuda::is_available()) flags.backend = "nccl";
 
   return ddp::guarded_main([&] {
     if (o.nproc_per_node) return ddp::relaunch_with_02_spawn(argc, argv, *o.nproc_per_node, flags);

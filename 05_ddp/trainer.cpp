@@ -51,15 +51,19 @@ int64_t resume(const std::string& dir, const torch::Device& device, torch::nn::M
                Group& group) {
   auto loaded = load_latest_checkpoint(dir, device, [&](torch::serialize::InputArchive& a) {
     torch::NoGradGuard no_grad;
-    torch::Tensor t;
-    for (auto& p : model.named_parameters()) a.read("model." + p.key(), t), p.value().copy_(t);
-    for (auto& b : model.named_buffers()) a.read("buffer." + b.key(), t, /*is_buffer=*/true), b.value().copy_(t);
+    // A fresh tensor per read: read() into a defined tensor re-points that tensor instead.
+    auto read = [&](const std::string& key, bool is_buffer = false) {
+      torch::Tensor t;
+      a.read(key, t, is_buffer);
+      return t;
+    };
+    for (auto& p : model.named_parameters()) p.value().copy_(read("model." + p.key()));
+    for (auto& b : model.named_buffers()) b.value().copy_(read("buffer." + b.key(), /*is_buffer=*/true));
     torch::serialize::InputArchive optimizer_state;
     a.read("optimizer", optimizer_state);
     opt.load(optimizer_state);
-    a.read("rng.cpu", t);
     at::Generator gen = at::detail::getDefaultCPUGenerator();
-    gen.set_state(t.cpu());
+    gen.set_state(read("rng.cpu").cpu());
   });
   const int64_t step = loaded ? loaded->step : 0;
   // Every rank must continue from the same step, or their collectives no longer pair up.

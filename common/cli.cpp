@@ -9,6 +9,9 @@
 namespace ddp {
 
 void add_common_flags(CLI::App& app, CommonFlags& f) {
+  // A flag given twice: the last one wins, as with Python's argparse (and so a wrapper script can
+  // append an override). Applies to every option added after this line, so call this first.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--rank", f.rank, "This process's rank, 0..world-size-1 [env RANK, SLURM_PROCID]");
   app.add_option("--world-size", f.world_size, "Number of processes in the group [env WORLD_SIZE, SLURM_NTASKS]");
   app.add_option("--master-addr", f.master_addr, "Host of rank 0, which hosts the store [env MASTER_ADDR; default 127.0.0.1]");

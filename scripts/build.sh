@@ -16,6 +16,11 @@ case $flavour in
               -DDDP_REFERENCE_PYTHON="$venv/bin/python") ;;
   *) echo "unknown flavour '$flavour': use cpu or cuda" >&2; exit 2 ;;
 esac
+# TensorBoard's reader, for the event-file test, from the virtualenv when it has one (setup.sh
+# cuda installs it); without it that test skips and says why.
+tb=""
+"$venv/bin/python" -c "import tensorboard" 2>/dev/null && tb=$venv/bin/python
+extra+=(-DDDP_TENSORBOARD_PYTHON="$tb")
 # Configure every time (a few seconds when nothing changed): building named targets would
 # otherwise skip CMake's own check for a changed CMakeLists.txt.
 first=$([ -f "$build/Makefile" ] && echo no || echo yes)
@@ -25,5 +30,5 @@ if ! cmake -S "$root" -B "$build" -DCMAKE_PREFIX_PATH="$prefix" "${extra[@]}" > 
   echo "configure FAILED for flavour $flavour" >&2
   exit 1
 fi
-[ "$first" = yes ] && { grep -E "^-- (LibTorch|Gloo|CUDA|NCCL|torchrun|Python reference)" "$build/configure.log" || true; }
+[ "$first" = yes ] && { grep -E "^-- (LibTorch|Gloo|CUDA|NCCL|torchrun|Python reference|TensorBoard)" "$build/configure.log" || true; }
 cmake --build "$build" -j2 ${1:+--target "$@"}

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs what the course needs, once; quiet and quick when everything is already there.
 #   cpu  : Debian packages (compiler, CMake, libtorch-dev 1.13 with Gloo, CLI11, GoogleTest, zlib,
-#          and python3-torch 1.13, the reference the parity tests compare against)
+#          python3-torch 1.13, the reference the parity tests compare against, and the real
+#          Fashion-MNIST from dataset-fashion-mnist)
 #   cuda : the above, plus a project-local virtualenv (.venv) with PyPI torch==2.11.0 (CUDA 13.0,
-#          NCCL 2.28.9), whose LibTorch CMake finds via torch.utils.cmake_prefix_path
+#          NCCL 2.28.9), whose LibTorch CMake finds via torch.utils.cmake_prefix_path, and
+#          tensorboard, whose reader checks the trainer's event files
 # Usage: scripts/setup.sh [cpu] [cuda] [all]   (default: $DDP_FLAVOURS, else all)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,7 +22,8 @@ for f in $flavours; do
 done
 
 # 1. Debian packages (as root; apt-get update only when something is missing).
-packages=(g++ make cmake binutils libtorch-dev libgloo-dev libcli11-dev libgtest-dev zlib1g-dev python3-venv python3-torch)
+packages=(g++ make cmake binutils libtorch-dev libgloo-dev libcli11-dev libgtest-dev zlib1g-dev python3-venv python3-torch
+          dataset-fashion-mnist)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -39,6 +42,11 @@ if [[ " $flavours " == *" cuda "* ]]; then
     say "creating $venv with torch==$torch_pip_version (a few GB, once)"
     /usr/bin/python3 -m venv "$venv"
     "$venv/bin/pip" install -q --disable-pip-version-check "torch==$torch_pip_version"
+  fi
+  # TensorBoard's own reader checks the trainer's event files in the tests.
+  if ! "$venv/bin/python" -c "import tensorboard" 2>/dev/null; then
+    say "adding tensorboard to $venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check tensorboard
   fi
 fi
 say "ready: ${flavours}"

@@ -15,10 +15,11 @@ import tempfile
 
 import torch
 import torch.distributed as dist
-import torch.jit._pickle
 import torch.multiprocessing as mp
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+from reference_util import compare, load_list
 
 FEATURES, HIDDEN = 8, 16
 
@@ -36,15 +37,6 @@ def batch(step, rank, per_rank, world):
         xs.append(row)
         ys.append([target])
     return torch.tensor(xs, dtype=torch.float64).float(), torch.tensor(ys, dtype=torch.float64).float()
-
-
-def load_list(path):
-    """A list of tensors written by torch::pickle_save (C++) or torch.save (Python)."""
-    if hasattr(torch.serialization, "add_safe_globals"):
-        # torch >= 2.6 loads weights only by default; C++'s pickler writes tensor lists with
-        # build_tensorlist, which is safe but not on the default list.
-        torch.serialization.add_safe_globals([torch.jit._pickle.build_tensorlist])
-    return list(torch.load(path))
 
 
 def worker(rank, args, store_file, out_file):
@@ -91,16 +83,7 @@ def main():
         out_file = os.path.join(tmp, "python_final.pt")
         mp.spawn(worker, args=(args, os.path.join(tmp, "store"), out_file), nprocs=args.world_size, join=True)
         theirs = load_list(out_file)
-    ours = load_list(args.compare)
-    if len(ours) != len(theirs) or any(a.shape != b.shape for a, b in zip(ours, theirs)):
-        print("ddp_reference: parameter lists differ in shape", file=sys.stderr)
-        return 1
-    diff = max((a - b).abs().max().item() for a, b in zip(ours, theirs))
-    identical = all(torch.equal(a, b) for a, b in zip(ours, theirs))
-    verdict = "OK" if diff <= args.tolerance else "FAILED"
-    print(f"torch {torch.__version__}: PyTorch DDP vs C++ at world size {args.world_size}: "
-          f"max |diff| = {diff:.3g}, bit-identical: {'yes' if identical else 'no'}, tolerance {args.tolerance:g}: {verdict}")
-    return 0 if diff <= args.tolerance else 1
+    return compare(load_list(args.compare), theirs, "chapters 03-04", args.world_size, args.tolerance)
 
 
 if __name__ == "__main__":

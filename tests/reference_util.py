@@ -1,0 +1,25 @@
+"""What the Python references share: reading C++'s tensor lists, and the verdict line."""
+import torch
+import torch.jit._pickle
+
+
+def load_list(path):
+    """A list of tensors written by torch::pickle_save (C++) or torch.save (Python)."""
+    if hasattr(torch.serialization, "add_safe_globals"):
+        # torch >= 2.6 loads weights only by default; C++'s pickler writes tensor lists with
+        # build_tensorlist, which is safe but not on the default list.
+        torch.serialization.add_safe_globals([torch.jit._pickle.build_tensorlist])
+    return list(torch.load(path))
+
+
+def compare(ours, theirs, what, world_size, tolerance):
+    """Prints the verdict line the C++ tests look for; returns the exit code (0 within tolerance)."""
+    if len(ours) != len(theirs) or any(a.shape != b.shape for a, b in zip(ours, theirs)):
+        print(f"{what}: parameter lists differ in shape")
+        return 1
+    diff = max((a - b).abs().max().item() for a, b in zip(ours, theirs))
+    identical = all(torch.equal(a, b) for a, b in zip(ours, theirs))
+    verdict = "OK" if diff <= tolerance else "FAILED"
+    print(f"torch {torch.__version__}: PyTorch DDP vs C++ ({what}) at world size {world_size}: "
+          f"max |diff| = {diff:.3g}, bit-identical: {'yes' if identical else 'no'}, tolerance {tolerance:g}: {verdict}")
+    return 0 if diff <= tolerance else 1

@@ -1,0 +1,276 @@
+// Chapter 05's trainer as real processes: parity with PyTorch's DDP, a kill and a resume, exact
+// distributed validation, checkpoints and data refused when damaged, TensorBoard's own reader,
+// the launchers (own spawner, separate shells, torchrun), and the accuracy target.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "proc.h"
+
+using namespace ddp_test;
+
+namespace {
+
+// A small run: 2048 training images, 32 per rank per step: 32 steps per epoch at 2 ranks.
+std::vector<std::string> small_run(const std::string& out) {
+  return {"--train-samples", "2048", "--test-samples", "1001", "--batch-size", "32", "--warmup-steps", "5",
+          "--log-every", "10", "--timeout", "20", "--out", out};
+}
+
+ProcResult trainer(int world, const std::vector<std::string>& args, double deadline_s = 120) {
+  ProcSpec s{{"05_ddp", "--nproc-per-node", std::to_string(world)}};
+  s.argv.insert(s.argv.end(), args.begin(), args.end());
+  return run_one(s, deadline_s);
+}
+
+std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// The fingerprint every rank printed (they must agree), or "" if none.
+std::string fingerprint(const ProcResult& r) {
+  std::set<std::string> prints;
+  std::smatch m;
+  std::string rest = r.output;
+  while (std::regex_search(rest, m, std::regex("params fingerprint ([0-9a-f]{16})"))) prints.insert(m[1]), rest = m.suffix();
+  EXPECT_EQ(prints.size(), 1u) << r.output;
+  return prints.empty() ? "" : *prints.begin();
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The last line of metrics.jsonl whose kind is `kind`.
+std::string last_metrics_line(const std::string& out, const std::string& kind) {
+  std::istringstream in(read_text(out + "/metrics.jsonl"));
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (line.find("\"kind\": \"" + kind + "\"") != std::string::npos) last = line;
+  }
+  return last;
+}
+
+double json_number(const std::string& line, const std::string& key) {
+  std::smatch m;
+  if (!std::regex_search(line, m, std::regex("\"" + key + "\": ([-0-9.eE+]+)"))) return NAN;
+  return std::stod(m[1]);
+}
+
+void expect_ok(const ProcResult& r) {
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(count(r.output, "FAILED"), 0) << r.output;
+}
+
+}  // namespace
+
+// ---- numerics: our DDP class against PyTorch's ----
+
+struct TrainerParity {
+  std::string name, model;
+  std::vector<std::string> args;  // given to both the C++ trainer and the Python reference
+};
+void PrintTo(const TrainerParity& p, std::ostream* os) { *os << p.name; }
+class TrainerMatchesPyTorchDDP : public ::testing::TestWithParam<TrainerParity> {};
+
+TEST_P(TrainerMatchesPyTorchDDP, BitForBitAtTwoRanks) {
+#ifndef DDP_REFERENCE_PYTHON
+  GTEST_SKIP() << "no Python with PyTorch configured (DDP_REFERENCE_PYTHON): scripts/build.sh sets it";
+#else
+  const TrainerParity& p = GetParam();
+  const std::string dir = temp_dir();
+  const std::vector<std::string> shared = plus({"--model", p.model, "--train-samples", "2048", "--batch-size", "32",
+                                                "--warmup-steps", "5"},
+                                               p.args);
+  auto cpp = trainer(2, plus(plus(shared, {"--timeout", "20", "--out", dir, "--test-samples", "500"}),
+                             {"--save-init", dir + "/init.pt", "--save-params", dir + "/final.pt"}));
+  expect_ok(cpp);
+  ProcSpec py{{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/trainer_reference.py", "--init", dir + "/init.pt",
+               "--compare", dir + "/final.pt", "--world-size", "2", "--tolerance", "0"}};
+  py.argv.insert(py.argv.end(), shared.begin(), shared.end());
+  auto r = run_one(py, 240);
+  std::system(("rm -rf " + dir).c_str());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("bit-identical: yes"), std::string::npos) << r.output;
+#endif
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Trainer, TrainerMatchesPyTorchDDP,
+    ::testing::Values(TrainerParity{"MlpAcrossAnEpoch", "mlp", {"--max-steps", "40"}},
+                      TrainerParity{"MlpWithNoSyncAccumulation", "mlp", {"--max-steps", "20", "--grad-accum", "2"}},
+                      TrainerParity{"Cnn", "cnn", {"--max-steps", "12"}}),
+    [](const ::testing::TestParamInfo<TrainerParity>& i) { return i.param.name; });
+
+// ---- checkpoints ----
+
+TEST(Trainer, KilledAndResumedEndsBitIdenticalToAnUninterruptedRun) {
+  const std::string a = temp_dir(), b = temp_dir();
+  const std::vector<std::string> run = {"--max-steps", "45", "--ckpt-every", "5", "--keep", "2"};
+  auto whole = trainer(2, plus(small_run(a), run));
+  expect_ok(whole);
+  // Rank 1 kills itself (SIGKILL) after step index 36: the checkpoint of step 35 is the latest,
+  // in the middle of the second epoch (32 steps per epoch).
+  auto killed = trainer(2, plus(small_run(b), plus(run, {"--kill-rank", "1", "--kill-at-step", "36"})));
+  EXPECT_NE(killed.exit_code, 0) << killed.output;
+  EXPECT_NE(killed.output.find("rank 1 failed (signal 9"), std::string::npos) << killed.output;
+  auto resumed = trainer(2, plus(small_run(b), run));
+  expect_ok(resumed);
+  EXPECT_NE(resumed.output.find("resumed from " + b + "/checkpoints/ckpt-000000035.pt at step 35"), std::string::npos)
+      << resumed.output;
+  EXPECT_EQ(fingerprint(resumed), fingerprint(whole));
+  std::system(("rm -rf " + a + " " + b).c_str());
+}
+
+TEST(Trainer, ACorruptCheckpointIsRefusedAndThePreviousOneUsed) {
+  const std::string out = temp_dir();
+  expect_ok(trainer(2, plus(small_run(out), {"--max-steps", "10", "--ckpt-every", "5"})));
+  {  // one flipped byte in the newest checkpoint
+    std::fstream f(out + "/checkpoints/ckpt-000000010.pt", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(1000);
+    f.put('\x5a');
+  }
+  auto r = trainer(2, plus(small_run(out), {"--max-steps", "10", "--eval-only"}));
+  expect_ok(r);
+  EXPECT_NE(r.output.find("refusing checkpoint " + out + "/checkpoints/ckpt-000000010.pt: corrupt: CRC-32 mismatch"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("resumed from " + out + "/checkpoints/ckpt-000000005.pt at step 5"), std::string::npos) << r.output;
+  std::system(("rm -rf " + out).c_str());
+}
+
+// ---- validation ----
+
+TEST(Trainer, DistributedValidationEqualsOneProcessImageForImage) {
+  // 1001 test images: 2, 3 and 4 ranks all need padding (1, 1 and 3 repeats).
+  const std::string out = temp_dir();
+  expect_ok(trainer(2, plus(small_run(out), {"--max-steps", "20"})));
+  std::map<int, std::string> lines;
+  for (int world : {1, 2, 3, 4}) {
+    auto r = trainer(world, plus(small_run(out), {"--eval-only"}));
+    expect_ok(r);
+    EXPECT_NE(r.output.find("resumed from " + out + "/checkpoints/ckpt-000000020.pt at step 20"), std::string::npos) << r.output;
+    lines[world] = last_metrics_line(out, "validation");
+    EXPECT_EQ(json_number(lines[world], "images"), 1001) << lines[world];
+  }
+  const double accuracy = json_number(lines[1], "accuracy"), loss = json_number(lines[1], "loss");
+  EXPECT_GT(accuracy, 0.3);  // a trained model, so that "equal" means something
+  for (int world : {2, 3, 4}) {
+    EXPECT_EQ(json_number(lines[world], "accuracy"), accuracy) << "world " << world << ": " << lines[world];
+    // Loss sums in float64 added in another order: equal to ~1e-15, asked to 1e-9.
+    EXPECT_NEAR(json_number(lines[world], "loss"), loss, 1e-9 * loss) << "world " << world << ": " << lines[world];
+  }
+  std::system(("rm -rf " + out).c_str());
+}
+
+// ---- bad input ----
+
+TEST(Trainer, DamagedDataIsRefusedNamingTheFile) {
+  const std::string data = temp_dir();
+  const std::string src = "/usr/share/datasets/fashion-mnist";
+  struct stat st {};
+  if (::stat(src.c_str(), &st) != 0) GTEST_SKIP() << "dataset-fashion-mnist is not installed (scripts/setup.sh installs it)";
+  std::system(("cp " + src + "/*.gz " + data).c_str());
+  ::truncate((data + "/t10k-images-idx3-ubyte.gz").c_str(), 100000);  // a download cut short
+  auto r = trainer(1, {"--data-dir", data, "--out", data + "/out", "--timeout", "20"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find(data + "/t10k-images-idx3-ubyte.gz: corrupt or truncated gzip data"), std::string::npos) << r.output;
+  std::system(("rm -rf " + data).c_str());
+}
+
+TEST(Trainer, ANonFiniteLossStopsTheRunWithAMessage) {
+  const std::string out = temp_dir();
+  auto r = trainer(2, plus(small_run(out), {"--lr", "1e6", "--warmup-steps", "0", "--max-steps", "30"}));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("training diverged"), std::string::npos) << r.output;
+  std::system(("rm -rf " + out).c_str());
+}
+
+// ---- output ----
+
+TEST(Trainer, TensorBoardReadsTheEventFileAndLogsArePerRank) {
+  const std::string out = temp_dir();
+  expect_ok(trainer(2, plus(small_run(out), {"--max-steps", "30"})));
+  // One log file per rank, each line tagged with its own rank.
+  for (int r : {0, 1}) {
+    const std::string log = read_text(out + "/rank" + std::to_string(r) + ".log");
+    EXPECT_NE(log.find("[rank " + std::to_string(r) + "/2] "), std::string::npos) << log;
+    EXPECT_NE(log.find("check: every rank holds the same parameters: OK"), std::string::npos) << log;
+  }
+  const std::string train_line = last_metrics_line(out, "train");
+  EXPECT_EQ(json_number(train_line, "step"), 30) << train_line;
+#ifndef DDP_TENSORBOARD_PYTHON
+  GTEST_SKIP() << "no Python with the tensorboard package (DDP_TENSORBOARD_PYTHON; scripts/setup.sh cuda installs it)";
+#else
+  auto r = run_one({{DDP_TENSORBOARD_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/tensorboard_read.py", out + "/tensorboard"}}, 60);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // The reader lists "tag step value" per scalar: 3 logged steps x 3 training scalars, plus the
+  // final validation's 2, and the loss at step 30 equals the JSON line's (as float32).
+  EXPECT_EQ(count(r.output, "train/loss "), 3) << r.output;
+  EXPECT_EQ(count(r.output, "train/learning_rate "), 3) << r.output;
+  EXPECT_EQ(count(r.output, "train/samples_per_s "), 3) << r.output;
+  EXPECT_EQ(count(r.output, "validation/accuracy 30 "), 1) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("train/loss 30 ([-0-9.eE+]+)"))) << r.output;
+  EXPECT_NEAR(std::stod(m[1]), json_number(train_line, "loss"), 1e-6 * std::abs(json_number(train_line, "loss"))) << r.output;
+#endif
+  std::system(("rm -rf " + out).c_str());
+}
+
+// ---- launchers ----
+
+TEST(Trainer, SeparateShellsWithRankFlags) {
+  const std::string out = temp_dir();
+  const int port = free_port();
+  std::vector<ProcSpec> ranks;
+  for (int r : {0, 1}) {
+    ranks.push_back({plus({"05_ddp", "--rank", std::to_string(r), "--world-size", "2", "--master-port", std::to_string(port)},
+                          plus(small_run(out), {"--max-steps", "10"}))});
+  }
+  auto rs = run_all(ranks, 120);
+  for (auto& r : rs) expect_ok(r);
+  EXPECT_EQ(fingerprint(rs[0]).size(), 16u);  // rank 0 prints it
+  // Rank 1 keeps quiet on the console (rank 0 speaks for all); its story is in its own file.
+  EXPECT_NE(read_text(out + "/rank1.log").find("[rank 1/2] check: every rank holds the same parameters: OK"), std::string::npos);
+  std::system(("rm -rf " + out).c_str());
+}
+
+TEST(Trainer, RealTorchrunNoPython) {
+#ifndef DDP_TORCHRUN_PYTHON
+  GTEST_SKIP() << "no torchrun of this LibTorch's version (DDP_TORCHRUN_PYTHON: the cuda flavour's virtualenv has one; "
+                  "Debian's torchrun 1.13 does not run on Python 3.11)";
+#else
+  const std::string out = temp_dir();
+  ProcSpec s{plus({DDP_TORCHRUN_PYTHON, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
+                   std::to_string(free_port()), "--no-python", bin("05_ddp")},
+                  plus(small_run(out), {"--max-steps", "10"}))};
+  auto r = run_one(s, 180);
+  expect_ok(r);
+  EXPECT_EQ(count(r.output, "check: every rank holds the same parameters: OK"), 1) << r.output;
+  EXPECT_NE(read_text(out + "/rank1.log").find("[rank 1/2]"), std::string::npos);
+  std::system(("rm -rf " + out).c_str());
+#endif
+}
+
+// ---- the target (long: about 5 minutes; ctest runs it as its own test) ----
+
+TEST(TrainerLong, CnnReaches90PercentTestAccuracyIn3EpochsAt2Ranks) {
+  const std::string out = temp_dir();
+  auto r = trainer(2, {"--model", "cnn", "--epochs", "3", "--expect-accuracy", "0.9", "--log-every", "200", "--timeout", "60",
+                       "--out", out},
+                   1500);
+  expect_ok(r);
+  EXPECT_NE(r.output.find("(--expect-accuracy): OK"), std::string::npos) << r.output;
+  std::system(("rm -rf " + out).c_str());
+}

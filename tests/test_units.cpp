@@ -1,0 +1,302 @@
+// Unit tests of chapter 05's parts, in one process: the sampler against Python's, the bucket
+// plan, the DDP class's bookkeeping, checkpoints, the IDX reader and the TensorBoard CRC.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "05_ddp/ddp.h"
+#include "common/checkpoint.h"
+#include "common/errors.h"
+#include "common/fashion_mnist.h"
+#include "common/sampler.h"
+#include "common/tensorboard.h"
+#include "proc.h"
+
+using namespace ddp_test;
+
+namespace {
+
+// Python's DistributedSampler indices for each spec ("n,world,seed,epoch,shuffle,drop_last"):
+// result[spec][rank] = that rank's index list. One Python start for all specs.
+std::vector<std::vector<std::vector<int64_t>>> python_sampler(const std::vector<std::string>& specs) {
+  std::vector<std::vector<std::vector<int64_t>>> out;
+#ifdef DDP_REFERENCE_PYTHON
+  ProcSpec p{{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/trainer_reference.py"}};
+  for (const auto& s : specs) p.argv.insert(p.argv.end(), {"--print-sampler", s});
+  auto r = run_one(p, 60);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::istringstream lines(r.output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line == "--") {  // the end of one spec
+      out.emplace_back();
+      continue;
+    }
+    if (out.empty()) out.emplace_back();
+    std::istringstream in(line);
+    out.back().emplace_back();
+    for (int64_t v; in >> v;) out.back().back().push_back(v);
+  }
+#else
+  (void)specs;
+#endif
+  return out;
+}
+
+std::string write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+std::string gzip_bytes(const std::string& raw) {
+  uLongf n = compressBound(raw.size()) + 64;
+  std::string out(n, '\0');
+  z_stream z{};
+  deflateInit2(&z, 6, Z_DEFLATED, 16 + 15, 8, Z_DEFAULT_STRATEGY);  // 16+: a gzip header
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data()));
+  z.avail_in = raw.size();
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = n;
+  deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+// An IDX file of `count` 28x28 images, gzipped.
+std::string idx_images(int count) {
+  std::string raw = {0, 0, 8, 3};
+  for (uint32_t d : {static_cast<uint32_t>(count), 28u, 28u}) {
+    for (int s = 24; s >= 0; s -= 8) raw.push_back(static_cast<char>(d >> s & 0xff));
+  }
+  raw += std::string(static_cast<size_t>(count) * 28 * 28, '\x7f');
+  return raw;
+}
+
+}  // namespace
+
+// ---- the sampler ----
+
+TEST(Sampler, SameIndicesAsPythonsDistributedSampler) {
+#ifndef DDP_REFERENCE_PYTHON
+  GTEST_SKIP() << "no Python with PyTorch configured (DDP_REFERENCE_PYTHON): scripts/build.sh sets it";
+#endif
+  // n, world, seed, epoch, shuffle, drop_last: uneven splits, padding longer than the data,
+  // drop_last, several epochs, no shuffle, and the real training set's size.
+  const std::vector<std::array<int64_t, 6>> specs = {{10, 3, 0, 0, 1, 0}, {10, 3, 0, 1, 1, 0}, {10, 3, 7, 2, 1, 1},
+                                                     {2, 5, 0, 0, 1, 0},  {10, 4, 0, 0, 0, 0}, {10, 4, 0, 0, 0, 1},
+                                                     {60000, 2, 0, 0, 1, 0}, {10000, 3, 0, 0, 0, 0}};
+  std::vector<std::string> spec_text;
+  for (const auto& s : specs) {
+    std::string spec;
+    for (int64_t v : s) spec += (spec.empty() ? "" : ",") + std::to_string(v);
+    spec_text.push_back(spec);
+  }
+  const auto python = python_sampler(spec_text);
+  ASSERT_EQ(python.size(), specs.size() + 1);  // each spec ends with "--", which opens the next
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const auto& s = specs[i];
+    const std::string& spec = spec_text[i];
+    const auto& expected = python[i];
+    ASSERT_EQ(expected.size(), static_cast<size_t>(s[1])) << spec;
+    for (int r = 0; r < s[1]; ++r) {
+      ddp::DistributedSampler sampler(s[0], r, static_cast<int>(s[1]), s[4] != 0, static_cast<uint64_t>(s[2]), s[5] != 0);
+      sampler.set_epoch(s[3]);
+      EXPECT_EQ(sampler.indices(), expected[r]) << "spec " << spec << ", rank " << r;
+    }
+  }
+}
+
+TEST(Sampler, EveryRankGetsAsManyAndPaddingIsMarked) {
+  // 10 samples on 4 ranks: 3 each; positions 10 and 11 of the padded list repeat samples.
+  int padded = 0;
+  std::vector<int> seen(10, 0);
+  for (int r = 0; r < 4; ++r) {
+    ddp::DistributedSampler s(10, r, 4, false);
+    ASSERT_EQ(s.num_samples(), 3);
+    const auto idx = s.indices();
+    for (int64_t k = 0; k < 3; ++k) {
+      if (s.is_padding(k)) {
+        ++padded;
+      } else {
+        ++seen[idx[k]];
+      }
+    }
+  }
+  EXPECT_EQ(padded, 2);
+  for (int c : seen) EXPECT_EQ(c, 1);  // without the padding, every sample exactly once
+}
+
+TEST(Sampler, SetEpochReshufflesTheSameWayOnEveryRank) {
+  ddp::DistributedSampler a(100, 0, 2), b(100, 0, 2);
+  const auto epoch0 = a.indices();
+  a.set_epoch(1);
+  b.set_epoch(1);
+  EXPECT_NE(a.indices(), epoch0);
+  EXPECT_EQ(a.indices(), b.indices());
+}
+
+// ---- buckets ----
+
+TEST(Buckets, FirstBucketSmallThenUpToTheCap) {
+  // Sizes in bytes; limits 100 (first) then 250.
+  const std::vector<size_t> sizes = {60, 60, 60, 200, 100, 10};
+  const auto b = ddp::assign_buckets({0, 1, 2, 3, 4, 5}, sizes, 100, 250);
+  EXPECT_EQ(b, (std::vector<std::vector<size_t>>{{0, 1}, {2, 3}, {4, 5}}));
+  // In a recorded order (as after the first iteration) the order is kept as given.
+  const auto r = ddp::assign_buckets({5, 4, 3, 2, 1, 0}, sizes, 100, 250);
+  EXPECT_EQ(r, (std::vector<std::vector<size_t>>{{5, 4}, {3, 2}, {1, 0}}));
+}
+
+namespace {
+struct TwoLayers : torch::nn::Module {
+  TwoLayers() {
+    a = register_module("a", torch::nn::Linear(300, 300));  // 360 KB of weights
+    b = register_module("b", torch::nn::Linear(300, 300));
+    unused = register_module("unused", torch::nn::Linear(2, 2));
+  }
+  torch::nn::Linear a{nullptr}, b{nullptr}, unused{nullptr};
+};
+
+ddp::Group one_rank_group(const std::string& dir) {
+  ddp::CommonFlags f;
+  f.rank = 0;
+  f.world_size = 1;
+  f.init = "file://" + dir + "/store";
+  f.timeout_s = 10;
+  return ddp::init_process_group(ddp::resolve_rank_info(f));
+}
+}  // namespace
+
+TEST(DdpClass, RebuildsBucketsInReadyOrderAndNoSyncSkipsCommunication) {
+  const std::string dir = temp_dir();
+  ddp::Group g = one_rank_group(dir);
+  auto m = std::make_shared<TwoLayers>();
+  m->unused->weight.set_requires_grad(false);
+  m->unused->bias.set_requires_grad(false);
+  ddp::DistributedDataParallel d(m, g, 512 * 1024);
+  // Parameters 0..3 are a.weight, a.bias, b.weight, b.bias: 705 KiB, below the first bucket's
+  // 1 MiB, so one bucket holds them all.
+  ASSERT_EQ(d.bucket_assignment().size(), 1u);
+  auto x = torch::randn({4, 300});
+  m->b->forward(m->a->forward(x)).sum().backward();
+  EXPECT_EQ(d.allreduces_last_backward(), 1);
+  EXPECT_TRUE(d.rebuilt());
+  // Gradients came last layer first: b's, then a's; the rebuilt bucket follows that order.
+  const auto rebuilt = d.bucket_assignment();
+  ASSERT_EQ(rebuilt.size(), 1u);
+  EXPECT_EQ(rebuilt[0].front() / 2, 1u) << "b's parameters should be ready first";
+  {
+    auto guard = d.no_sync();
+    m->b->forward(m->a->forward(x)).sum().backward();
+  }
+  EXPECT_EQ(d.allreduces_last_backward(), 1) << "no_sync must not start a backward's all-reduces";
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST(DdpClass, AParameterWithoutGradientIsNamed) {
+  const std::string dir = temp_dir();
+  ddp::Group g = one_rank_group(dir);
+  auto m = std::make_shared<TwoLayers>();
+  ddp::DistributedDataParallel d(m, g, 25 * ddp::kMiB);
+  auto x = torch::randn({4, 300});
+  try {
+    m->b->forward(m->a->forward(x)).sum().backward();  // `unused` takes no part
+    FAIL() << "backward should have failed";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("no gradient for unused.weight, unused.bias"), std::string::npos) << e.what();
+  }
+  std::system(("rm -rf " + dir).c_str());
+}
+
+// ---- checkpoints ----
+
+TEST(Checkpoint, KeepsTheLastKAndLeavesNoTemporaryFiles) {
+  const std::string base = temp_dir(), dir = base + "/ck";
+  for (int step : {10, 20, 30, 40}) {
+    ddp::save_checkpoint(dir, step, 2, [&](torch::serialize::OutputArchive& a) { a.write("v", torch::tensor(step)); });
+  }
+  const auto files = ddp::list_checkpoints(dir);
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_NE(files[0].find("ckpt-000000030.pt"), std::string::npos);
+  EXPECT_NE(files[1].find("ckpt-000000040.pt"), std::string::npos);
+  EXPECT_EQ(std::system(("test -z \"$(ls -A " + dir + " | grep -v '^ckpt-')\"").c_str()), 0) << "temporary files left";
+  std::system(("rm -rf " + base).c_str());
+}
+
+TEST(Checkpoint, ACorruptOrTruncatedNewestIsRefusedAndThePreviousUsed) {
+  const std::string base = temp_dir(), dir = base + "/ck";
+  for (int step : {1, 2, 3}) {
+    ddp::save_checkpoint(dir, step, 3, [&](torch::serialize::OutputArchive& a) { a.write("v", torch::tensor(step)); });
+  }
+  const auto files = ddp::list_checkpoints(dir);
+  {  // flip one byte in the middle of the newest
+    std::fstream f(files[2], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(200);
+    f.put('\x55');
+  }
+  ::truncate(files[1].c_str(), 100);  // and cut the one before short
+  int64_t value = -1;
+  auto loaded = ddp::load_latest_checkpoint(dir, torch::kCPU, [&](torch::serialize::InputArchive& a) {
+    torch::Tensor t;
+    a.read("v", t);
+    value = t.item<int64_t>();
+  });
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_EQ(loaded->step, 1);
+  EXPECT_EQ(value, 1);
+  std::system(("rm -rf " + base).c_str());
+}
+
+// ---- data ----
+
+TEST(FashionMnist, TruncatedCorruptOrForeignFilesAreRefusedByName) {
+  const std::string dir = temp_dir();
+  std::string data;
+  const std::string good = gzip_bytes(idx_images(3));
+  EXPECT_EQ(ddp::read_idx(write_file(dir + "/good.gz", good), 3, data), (std::vector<int64_t>{3, 28, 28}));
+  struct Case {
+    std::string name, bytes, expect;
+  };
+  std::string flipped = good;
+  flipped[flipped.size() / 2] ^= 0x40;
+  const std::vector<Case> cases = {
+      {"cut.gz", good.substr(0, good.size() / 2), "corrupt or truncated gzip data"},
+      {"flipped.gz", flipped, "corrupt or truncated gzip data"},
+      {"short.gz", gzip_bytes(idx_images(3).substr(0, 1000)), "truncated or padded"},
+      {"labels.gz", gzip_bytes(std::string{0, 0, 8, 1, 0, 0, 0, 8} + std::string(8, '\1')), "not an IDX file of 3-dimensional bytes"},
+  };
+  for (const auto& c : cases) {
+    const std::string path = write_file(dir + "/" + c.name, c.bytes);
+    try {
+      ddp::read_idx(path, 3, data);
+      ADD_FAILURE() << c.name << " was accepted";
+    } catch (const ddp::UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.expect), std::string::npos) << e.what();
+    }
+  }
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST(FashionMnist, TheRealFilesLoadWhenInstalled) {
+  if (::access((std::string(ddp::kFashionMnistDir) + "/t10k-images-idx3-ubyte.gz").c_str(), R_OK) != 0) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed (scripts/setup.sh installs it)";
+  }
+  auto test = ddp::load_fashion_mnist(ddp::kFashionMnistDir, false);
+  EXPECT_EQ(test.size(), 10000);
+  EXPECT_EQ(test.images.sizes(), (std::vector<int64_t>{10000, 1, 28, 28}));
+  EXPECT_EQ(test.labels.bincount().min().item<int64_t>(), 1000);  // 1000 of each class
+  EXPECT_NEAR(test.images.mean().item<double>(), 0, 0.02);       // normalised with train's stats
+}
+
+// ---- TensorBoard ----
+
+TEST(TensorBoard, Crc32cOfTheStandardCheckString) {
+  EXPECT_EQ(ddp::crc32c("123456789", 9), 0xE3069283u);  // the CRC-32C check value
+}

@@ -1,0 +1,166 @@
+"""PyTorch's own DistributedDataParallel running chapter 05's training, as a reference.
+
+The same model (built here in Python, loaded with the initial parameters the C++ run saved with
+--save-init), the same Fashion-MNIST files, torch.utils.data.DistributedSampler and DataLoader,
+the same warm-up + cosine schedule, SGD with momentum, gradient accumulation with no_sync().
+Compares the final parameters with the C++ run's (--compare) and prints the largest absolute
+difference. Exit code 0 when it is at most --tolerance, 1 otherwise, 2 on bad input.
+
+Also: --print-sampler N,R,SEED,EPOCH,SHUFFLE,DROP_LAST (repeatable) prints DistributedSampler's
+indices, one line per rank and "--" after each spec, for the sampler's unit test.
+"""
+import argparse
+import gzip
+import math
+import os
+import sys
+import tempfile
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+from reference_util import compare, load_list
+
+
+def read_idx(path, dims):
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    shape = [int.from_bytes(raw[4 + 4 * d:8 + 4 * d], "big") for d in range(dims)]
+    return torch.frombuffer(bytearray(raw[4 + 4 * dims:]), dtype=torch.uint8).reshape(shape)
+
+
+def load_split(data_dir, train, limit):
+    prefix = os.path.join(data_dir, "train" if train else "t10k")
+    images = read_idx(prefix + "-images-idx3-ubyte.gz", 3).reshape(-1, 1, 28, 28)
+    labels = read_idx(prefix + "-labels-idx1-ubyte.gz", 1).long()
+    if limit:
+        images, labels = images[:limit], labels[:limit]
+    # Op for op as ddp::normalise_pixels().
+    return images.to(torch.float32).div(255).sub(0.2860).div(0.3530), labels
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(784, 512)
+        self.fc2 = nn.Linear(512, 256)
+        self.fc3 = nn.Linear(256, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.fc1(x.flatten(1)))
+        x = torch.relu(self.fc2(x))
+        return self.fc3(x)
+
+
+class Cnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3, padding=1)
+        self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
+        self.fc1 = nn.Linear(64 * 7 * 7, 256)
+        self.fc2 = nn.Linear(256, 10)
+
+    def forward(self, x):
+        x = torch.max_pool2d(torch.relu(self.conv1(x)), 2)
+        x = torch.max_pool2d(torch.relu(self.conv2(x)), 2)
+        x = torch.relu(self.fc1(x.flatten(1)))
+        return self.fc2(x)
+
+
+def learning_rate(a, step, total):
+    """As learning_rate() in 05_ddp/main.cpp."""
+    if step < a.warmup_steps:
+        return a.lr * (step + 1) / a.warmup_steps
+    progress = (step - a.warmup_steps) / max(1, total - a.warmup_steps)
+    return a.lr * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def worker(rank, a, store_file, out_file):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method="file://" + store_file, rank=rank, world_size=a.world_size)
+    images, labels = load_split(a.data_dir, True, a.train_samples)
+    model = Cnn() if a.model == "cnn" else Mlp()
+    with torch.no_grad():
+        for p, t in zip(model.parameters(), load_list(a.init)):
+            p.copy_(t)
+    ddp = DDP(model)
+    opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=a.momentum)
+    sampler = DistributedSampler(TensorDataset(images, labels), shuffle=True, seed=a.seed)
+    loader = DataLoader(TensorDataset(images, labels), batch_size=a.batch_size, sampler=sampler)
+    batches = len(loader)
+    steps_per_epoch = (batches + a.grad_accum - 1) // a.grad_accum
+    total = min(a.epochs * steps_per_epoch, a.max_steps)
+    epoch_batches = None
+    for step in range(total):
+        epoch, in_epoch = divmod(step, steps_per_epoch)
+        if epoch_batches is None or in_epoch == 0:
+            sampler.set_epoch(epoch)
+            epoch_batches = list(loader)
+        for g in opt.param_groups:
+            g["lr"] = learning_rate(a, step, total)
+        opt.zero_grad()
+        first, last = in_epoch * a.grad_accum, min(batches, (in_epoch + 1) * a.grad_accum)
+        for b in range(first, last):
+            x, y = epoch_batches[b]
+            if b + 1 < last:
+                with ddp.no_sync():
+                    (nn.functional.cross_entropy(ddp(x), y) / float(last - first)).backward()
+            else:
+                (nn.functional.cross_entropy(ddp(x), y) / float(last - first)).backward()
+        opt.step()
+    if rank == 0:
+        torch.save([p.detach().clone() for p in model.parameters()], out_file)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def print_sampler(spec):
+    """One line of indices per rank, then "--"."""
+    n, world, seed, epoch, shuffle, drop_last = (int(v) for v in spec.split(","))
+    for r in range(world):
+        s = DistributedSampler(range(n), num_replicas=world, rank=r, shuffle=bool(shuffle), seed=seed,
+                               drop_last=bool(drop_last))
+        s.set_epoch(epoch)
+        print(" ".join(str(i) for i in s))
+    print("--")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--print-sampler", action="append", help="N,R,SEED,EPOCH,SHUFFLE,DROP_LAST; may repeat")
+    ap.add_argument("--init")
+    ap.add_argument("--compare")
+    ap.add_argument("--world-size", type=int, default=2)
+    ap.add_argument("--model", default="mlp", choices=["mlp", "cnn"])
+    ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--train-samples", type=int, default=0)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--max-steps", type=int, default=10**9)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--grad-accum", type=int, default=1)
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--warmup-steps", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tolerance", type=float, default=0.0)
+    a = ap.parse_args()
+    if a.print_sampler:
+        for spec in a.print_sampler:
+            print_sampler(spec)
+        return 0
+    if not a.init or not a.compare:
+        print("--init and --compare are required", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as tmp:
+        out_file = os.path.join(tmp, "final.pt")
+        mp.spawn(worker, args=(a, os.path.join(tmp, "store"), out_file), nprocs=a.world_size, join=True)
+        theirs = load_list(out_file)
+    return compare(load_list(a.compare), theirs, "05_ddp " + a.model, a.world_size, a.tolerance)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -24,6 +24,7 @@
 
 #include <cmath>
 
+#include "05_ddp/amp.h"
 #include "05_ddp/ddp.h"
 #include "05_ddp/metrics.h"
 #include "05_ddp/models.h"
@@ -53,7 +54,8 @@ double learning_rate(const ddp::TrainerOptions& o, int64_t step, int64_t total) 
 // The sampler pads the test set so every rank gets the same number of images: with 10000
 // images and 3 ranks, 2 images are seen twice. Each rank sums loss and hits over its shard,
 // leaving out the padding, and one all-reduce adds the sums: the result is what one process
-// gets on the whole test set, image for image (tests/test_trainer.cpp checks it).
+// gets on the whole test set, image for image: the same hits of the same 10000 images; the
+// mean loss to float32 precision (tests/test_trainer.cpp checks both).
 ddp::Evaluation evaluate(const ddp::AnyModel& model, const ddp::Dataset& test, ddp::Group& group, int batch,
                          const torch::Device& device) {
   torch::NoGradGuard no_grad;
@@ -125,6 +127,7 @@ int main(int argc, char** argv) {
     if (rank == 0 && !o.save_init.empty()) ddp::toy::save_params(params, o.save_init);
     ddp::DistributedDataParallel ddp_model(model.module, group, static_cast<size_t>(o.bucket_cap_mb * ddp::kMiB));
     std::unique_ptr<torch::optim::Optimizer> optimizer = ddp::make_trainer_optimizer(params, o);
+    ddp::Amp amp(o.amp, device);  // --amp bf16|fp16 on a GPU; see Note [Mixed precision and DDP]
     ddp::log0("model " + o.model + ": " + std::to_string(ddp::count_parameters(params)) + " parameters in " +
               std::to_string(ddp_model.bucket_assignment().size()) + " bucket(s), all-reduced while backward runs");
 
@@ -152,17 +155,25 @@ int main(int argc, char** argv) {
         auto no_sync = b + 1 < last ? ddp_model.no_sync() : nullptr;  // communicate on the last only
         const int64_t from = b * o.batch_size, to = std::min<int64_t>(from + o.batch_size, order.size());
         auto sel = torch::tensor(std::vector<int64_t>(order.begin() + from, order.begin() + to), torch::kInt64);
-        auto loss = torch::nn::functional::cross_entropy(model.forward(train.images.index_select(0, sel).to(device)),
-                                                         train.labels.index_select(0, sel).to(device)) /
-                    static_cast<double>(last - first);
-        loss.backward();  // DDP's hooks average the gradients on the way
+        torch::Tensor loss;
+        {
+          auto in_autocast = amp.autocast();
+          loss = torch::nn::functional::cross_entropy(model.forward(train.images.index_select(0, sel).to(device)),
+                                                      train.labels.index_select(0, sel).to(device)) /
+                 static_cast<double>(last - first);
+        }
+        amp.scale(loss).backward();  // DDP's hooks average the gradients on the way
         step_loss += loss.item<double>();
       }
       if (!std::isfinite(step_loss)) {
         throw std::runtime_error("the loss is " + std::to_string(step_loss) + " at step " + std::to_string(step) +
                                  " (learning rate " + std::to_string(lr) + "): training diverged; lower --lr or add --warmup-steps");
       }
-      optimizer->step();
+      if (amp.unscale_and_check(params)) {
+        optimizer->step();
+      } else {
+        ddp::log0("fp16: inf/NaN gradients at step " + std::to_string(step) + ": step skipped, loss scale halved");
+      }
       progress.step_done(step, step_loss, lr);
 
       const bool epoch_end = in_epoch == steps_per_epoch - 1 || step + 1 == total_steps;
@@ -175,6 +186,8 @@ int main(int argc, char** argv) {
         ::raise(SIGKILL);
       }
     }
+
+    progress.summary();
 
     // 6. Check the result: the ranks agree bit for bit, and the model learned something.
     const bool same = ddp::toy::replicas_identical(group, params);

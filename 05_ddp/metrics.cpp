@@ -60,7 +60,8 @@ void RunOutput::validation(const Evaluation& e, int64_t step) {
                 static_cast<long long>(step), e.loss, percent(e.accuracy).c_str(), static_cast<long long>(e.images));
   log0(line);
   if (rank_ != 0) return;
-  std::fprintf(jsonl_, "{\"kind\": \"validation\", \"step\": %lld, \"loss\": %.9g, \"accuracy\": %.9g, \"images\": %lld}\n",
+  // Full precision (17 digits): the tests compare these numbers across world sizes.
+  std::fprintf(jsonl_, "{\"kind\": \"validation\", \"step\": %lld, \"loss\": %.17g, \"accuracy\": %.17g, \"images\": %lld}\n",
                static_cast<long long>(step), e.loss, e.accuracy, static_cast<long long>(e.images));
   std::fflush(jsonl_);
   tb_->add_scalar("validation/loss", e.loss, step);
@@ -75,6 +76,9 @@ void Progress::step_done(int64_t step, double loss, double lr) {
   const double now = monotonic_seconds();
   loss_sum_ += loss;
   ++steps_since_;
+  if (first_done_ < 0) first_done_ = now;
+  last_done_ = now;
+  ++timed_steps_;
   if (since_ < 0) {  // the clock starts after the first step, which also pays for warming up
     since_ = now;
     untimed_ = 1;
@@ -92,6 +96,15 @@ void Progress::step_done(int64_t step, double loss, double lr) {
                 mean_loss, lr, rate, static_cast<int>(eta) / 60, static_cast<int>(eta) % 60);
   log0(line);
   since_ = now, loss_sum_ = 0, steps_since_ = 0, untimed_ = 0;
+}
+
+void Progress::summary() const {
+  if (timed_steps_ < 1 || last_done_ <= first_done_) return;
+  char line[160];
+  std::snprintf(line, sizeof(line), "throughput: %.1f samples/s over %lld steps (all ranks; the first step left out)",
+                static_cast<double>(timed_steps_ * samples_per_step_) / (last_done_ - first_done_),
+                static_cast<long long>(timed_steps_));
+  log0(line);
 }
 
 }  // namespace ddp

@@ -41,6 +41,8 @@ class Progress {
  public:
   Progress(RunOutput& out, int64_t total_steps, int64_t steps_per_epoch, int epochs, int64_t samples_per_step, int every);
   void step_done(int64_t step, double loss, double lr);
+  // "throughput: N samples/s over S steps": the whole run, its first step (warm-up) left out.
+  void summary() const;
 
  private:
   RunOutput& out_;
@@ -48,6 +50,8 @@ class Progress {
   int epochs_, every_;
   double since_ = -1, loss_sum_ = 0;
   int64_t steps_since_ = 0, untimed_ = 0;
+  double first_done_ = -1, last_done_ = -1;
+  int64_t timed_steps_ = -1;
 };
 
 // mkdir -p; UsageError naming the folder when it cannot.

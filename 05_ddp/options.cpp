@@ -18,6 +18,8 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
   app.add_option("--max-steps", o.max_steps, "Stop after this many optimizer steps in all")->check(CLI::NonNegativeNumber);
   app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "Gradient bucket size in MiB [default 25, as PyTorch]")
       ->check(CLI::Range(0.001, 1024.0));
+  app.add_option("--amp", o.amp, "Mixed precision on a GPU: bf16 (autocast) or fp16 (autocast + gradient scaling) [default off]")
+      ->check(CLI::IsMember({"off", "bf16", "fp16"}));
   app.add_option("--seed", o.seed, "Seed of the initial weights and of the sampler's shuffle [default 0]");
   app.add_option("--data-dir", o.data_dir, "Folder with Fashion-MNIST's four .gz IDX files [default Debian's]");
   app.add_flag("--synthetic", o.synthetic, "Generated images instead of Fashion-MNIST");

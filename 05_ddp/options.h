@@ -17,6 +17,7 @@ struct TrainerOptions {
   int warmup_steps = 100;
   std::optional<int> max_steps;  // stop early (short runs, tests)
   double bucket_cap_mb = 25;
+  std::string amp = "off";  // off | bf16 | fp16 (CUDA only)
   uint64_t seed = 0;
   // data
   std::string data_dir = "/usr/share/datasets/fashion-mnist";

@@ -1,5 +1,6 @@
 // defines: the one place where LibTorch 1.13 (Debian) and 2.x (pip) c10d differ for this course.
 #pragma once
+#include <ATen/autocast_mode.h>
 #include <torch/version.h>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -24,6 +25,18 @@ using Backend = c10d::Backend;
 // 1.13: ProcessGroupGloo and ProcessGroupNCCL derive from c10d::ProcessGroup directly.
 using Backend = c10d::ProcessGroup;
 #endif
+
+// Autocast on CUDA (mixed precision) in `dtype`, on or off for the calling thread.
+inline void set_cuda_autocast(bool enabled, at::ScalarType dtype) {
+#if TORCH_VERSION_MAJOR >= 2
+  at::autocast::set_autocast_dtype(at::kCUDA, dtype);
+  at::autocast::set_autocast_enabled(at::kCUDA, enabled);
+#else
+  at::autocast::set_autocast_gpu_dtype(dtype);
+  at::autocast::set_enabled(enabled);
+#endif
+  if (!enabled) at::autocast::clear_cache();
+}
 
 constexpr bool kHasNccl =
 #ifdef USE_C10D_NCCL

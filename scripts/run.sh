@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Sets up, builds (CPU/Gloo) and runs the course so far (01-04), each chapter at world size 2.
+# Sets up, builds (CPU/Gloo) and runs the course so far (01-05), each chapter at world size 2.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh" cpu
 log=$(mktemp)
-"$root/scripts/build.sh" cpu 01_join_group 02_spawn 03_manual_allreduce 04_grad_hooks > "$log" 2>&1 || { cat "$log"; echo "build FAILED" >&2; exit 1; }
+"$root/scripts/build.sh" cpu 01_join_group 02_spawn 03_manual_allreduce 04_grad_hooks 05_ddp > "$log" 2>&1 || { cat "$log"; echo "build FAILED" >&2; exit 1; }
 rm -f "$log"
 bin=$root/build-cpu
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -29,4 +29,8 @@ echo "== 04_grad_hooks: the same averaging in gradient hooks (async), with Adam"
 "$bin/02_spawn" --world-size 2 --timeout 30 -- "$bin/04_grad_hooks" --comm async --optimizer adam --timeout 30
 
 echo
-echo "== done: chapters 05-06 are coming next (see README.md)"
+echo "== 05_ddp: our own DDP class training an MLP on Fashion-MNIST, 300 steps (outputs in runs/05_ddp)"
+"$bin/05_ddp" --nproc-per-node 2 --max-steps 300 --log-every 100 --reset --out "$root/runs/05_ddp" --timeout 30
+
+echo
+echo "== done: chapter 06 (Slurm) is coming next (see README.md)"

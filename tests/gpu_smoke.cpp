@@ -1,19 +1,36 @@
 // gpu_smoke: the NCCL/CUDA path of common/ compiles, links and, given a GPU, works: a one-rank
 // NCCL process group all-reduces a tensor moved to cuda:0. Built only against a LibTorch with
 // NCCL. Without a GPU it says so and exits 77, which ctest reports as "skipped", not "passed".
+//
+// gpu_smoke --trainer PATH_TO_05_ddp: given GPUs, trains chapter 05 briefly on every GPU of this
+// host with NCCL, in bf16 autocast and in fp16 with gradient scaling (same skip without one).
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "common/failure.h"
 #include "common/log.h"
 #include "common/process_group.h"
 
-int main() {
+int main(int argc, char** argv) {
   if (!torch::cuda::is_available()) {
     std::printf("SKIPPED: no CUDA device on this host (torch::cuda::is_available() is false); "
                 "ProcessGroupNCCL and the CUDA tensor path were compiled and linked, not run\n");
     return 77;
+  }
+  if (argc == 3 && std::string(argv[1]) == "--trainer") {
+    const std::string gpus = std::to_string(torch::cuda::device_count());
+    for (const char* amp : {"bf16", "fp16"}) {
+      const std::string cmd = std::string(argv[2]) + " --nproc-per-node " + gpus + " --amp " + amp +
+                              " --model cnn --max-steps 50 --reset --timeout 60 --out /tmp/ddp_gpu_trainer_" +
+                              std::to_string(::getpid());
+      std::printf("running: %s\n", cmd.c_str());
+      std::fflush(stdout);
+      if (std::system(cmd.c_str()) != 0) return 1;
+    }
+    return 0;
   }
   ddp::CommonFlags flags;
   flags.rank = 0;

@@ -23,8 +23,9 @@ std::vector<std::string> small_run(const std::string& out) {
           "--log-every", "10", "--timeout", "20", "--out", out};
 }
 
-ProcResult trainer(int world, const std::vector<std::string>& args, double deadline_s = 120) {
-  ProcSpec s{{"05_ddp", "--nproc-per-node", std::to_string(world)}};
+ProcResult trainer(int world, const std::vector<std::string>& args, double deadline_s = 120,
+                   const std::map<std::string, std::string>& env = {}) {
+  ProcSpec s{{"05_ddp", "--nproc-per-node", std::to_string(world)}, env};
   s.argv.insert(s.argv.end(), args.begin(), args.end());
   return run_one(s, deadline_s);
 }
@@ -93,8 +94,11 @@ TEST_P(TrainerMatchesPyTorchDDP, BitForBitAtTwoRanks) {
   const std::vector<std::string> shared = plus({"--model", p.model, "--train-samples", "2048", "--batch-size", "32",
                                                 "--warmup-steps", "5"},
                                                p.args);
+  // One intra-op thread, as the Python reference sets: a sum split over 2 threads rounds
+  // differently from one over 1 (LibTorch 2.x starts one thread per core; Debian's 1.13 one).
   auto cpp = trainer(2, plus(plus(shared, {"--timeout", "20", "--out", dir, "--test-samples", "500"}),
-                             {"--save-init", dir + "/init.pt", "--save-params", dir + "/final.pt"}));
+                             {"--save-init", dir + "/init.pt", "--save-params", dir + "/final.pt"}),
+                     120, {{"OMP_NUM_THREADS", "1"}});
   expect_ok(cpp);
   ProcSpec py{{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/trainer_reference.py", "--init", dir + "/init.pt",
                "--compare", dir + "/final.pt", "--world-size", "2", "--tolerance", "0"}};
@@ -168,8 +172,10 @@ TEST(Trainer, DistributedValidationEqualsOneProcessImageForImage) {
   EXPECT_GT(accuracy, 0.3);  // a trained model, so that "equal" means something
   for (int world : {2, 3, 4}) {
     EXPECT_EQ(json_number(lines[world], "accuracy"), accuracy) << "world " << world << ": " << lines[world];
-    // Loss sums in float64 added in another order: equal to ~1e-15, asked to 1e-9.
-    EXPECT_NEAR(json_number(lines[world], "loss"), loss, 1e-9 * loss) << "world " << world << ": " << lines[world];
+    // The mean loss: each image's loss is a float32 from a batch that differs with the world
+    // size (matrix kernels may round a row differently in another batch), summed in float64
+    // in another order. So: equal to float32 precision, not bit for bit.
+    EXPECT_NEAR(json_number(lines[world], "loss"), loss, 1e-6 * loss) << "world " << world << ": " << lines[world];
   }
   std::system(("rm -rf " + out).c_str());
 }
@@ -187,6 +193,13 @@ TEST(Trainer, DamagedDataIsRefusedNamingTheFile) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find(data + "/t10k-images-idx3-ubyte.gz: corrupt or truncated gzip data"), std::string::npos) << r.output;
   std::system(("rm -rf " + data).c_str());
+}
+
+TEST(Trainer, AmpWithoutAGpuIsRefused) {
+  // The GPU path itself runs in GpuSmoke.TrainerNcclWithAmp (CUDA flavour; skipped without a GPU).
+  auto r = trainer(1, {"--amp", "bf16", "--synthetic", "--train-samples", "64", "--out", temp_dir(), "--timeout", "20"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--amp bf16 needs a CUDA GPU"), std::string::npos) << r.output;
 }
 
 TEST(Trainer, ANonFiniteLossStopsTheRunWithAMessage) {

@@ -81,6 +81,7 @@ void expect_ok(const ProcResult& r) {
 struct TrainerParity {
   std::string name, model;
   std::vector<std::string> args;  // given to both the C++ trainer and the Python reference
+  std::string tolerance = "0";    // "0": bit for bit
 };
 void PrintTo(const TrainerParity& p, std::ostream* os) { *os << p.name; }
 class TrainerMatchesPyTorchDDP : public ::testing::TestWithParam<TrainerParity> {};
@@ -101,12 +102,12 @@ TEST_P(TrainerMatchesPyTorchDDP, BitForBitAtTwoRanks) {
                      120, {{"OMP_NUM_THREADS", "1"}});
   expect_ok(cpp);
   ProcSpec py{{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/trainer_reference.py", "--init", dir + "/init.pt",
-               "--compare", dir + "/final.pt", "--world-size", "2", "--tolerance", "0"}};
+               "--compare", dir + "/final.pt", "--world-size", "2", "--tolerance", p.tolerance}};
   py.argv.insert(py.argv.end(), shared.begin(), shared.end());
   auto r = run_one(py, 240);
   std::system(("rm -rf " + dir).c_str());
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("bit-identical: yes"), std::string::npos) << r.output;
+  if (p.tolerance == "0") EXPECT_NE(r.output.find("bit-identical: yes"), std::string::npos) << r.output;
 #endif
 }
 
@@ -114,7 +115,12 @@ INSTANTIATE_TEST_SUITE_P(
     Trainer, TrainerMatchesPyTorchDDP,
     ::testing::Values(TrainerParity{"MlpAcrossAnEpoch", "mlp", {"--max-steps", "40"}},
                       TrainerParity{"MlpWithNoSyncAccumulation", "mlp", {"--max-steps", "20", "--grad-accum", "2"}},
-                      TrainerParity{"Cnn", "cnn", {"--max-steps", "12"}}),
+                      TrainerParity{"Cnn", "cnn", {"--max-steps", "12"}},
+                      // AdamW: bit-identical with 1.13; with 2.11 Python's and C++'s AdamW steps
+                      // round differently (measured 7.45e-08 apart), as Adam does in chapter 04.
+                      TrainerParity{"MlpAdamW", "mlp",
+                                    {"--max-steps", "40", "--optimizer", "adamw", "--lr", "1e-3", "--weight-decay", "0.01"},
+                                    "1e-6"}),
     [](const ::testing::TestParamInfo<TrainerParity>& i) { return i.param.name; });
 
 // ---- checkpoints ----
@@ -135,6 +141,24 @@ TEST(Trainer, KilledAndResumedEndsBitIdenticalToAnUninterruptedRun) {
       << resumed.output;
   EXPECT_EQ(fingerprint(resumed), fingerprint(whole));
   std::system(("rm -rf " + a + " " + b).c_str());
+}
+
+TEST(Trainer, ResetStartsOverInsteadOfResuming) {
+  const std::string out = temp_dir();
+  auto first = trainer(2, plus(small_run(out), {"--max-steps", "10"}));
+  expect_ok(first);
+  auto again = trainer(2, plus(small_run(out), {"--max-steps", "10", "--reset"}));
+  expect_ok(again);
+  EXPECT_EQ(again.output.find("resumed from"), std::string::npos) << again.output;
+  EXPECT_NE(again.output.find("step 10/10"), std::string::npos) << again.output;  // it trained again
+  EXPECT_EQ(fingerprint(again), fingerprint(first));
+  // Without --reset the finished run resumes at its end and trains no further step.
+  auto resumed = trainer(2, plus(small_run(out), {"--max-steps", "10"}));
+  expect_ok(resumed);
+  EXPECT_NE(resumed.output.find("at step 10 (--reset starts over)"), std::string::npos) << resumed.output;
+  EXPECT_EQ(resumed.output.find("step 10/10"), std::string::npos) << resumed.output;
+  EXPECT_EQ(fingerprint(resumed), fingerprint(first));
+  std::system(("rm -rf " + out).c_str());
 }
 
 TEST(Trainer, ACorruptCheckpointIsRefusedAndThePreviousOneUsed) {

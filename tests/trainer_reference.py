@@ -2,7 +2,8 @@
 
 The same model (built here in Python, loaded with the initial parameters the C++ run saved with
 --save-init), the same Fashion-MNIST files, torch.utils.data.DistributedSampler and DataLoader,
-the same warm-up + cosine schedule, SGD with momentum, gradient accumulation with no_sync().
+the same warm-up + cosine schedule, SGD with momentum or AdamW, gradient accumulation with
+no_sync().
 Compares the final parameters with the C++ run's (--compare) and prints the largest absolute
 difference. Exit code 0 when it is at most --tolerance, 1 otherwise, 2 on bad input.
 
@@ -88,7 +89,10 @@ def worker(rank, a, store_file, out_file):
         for p, t in zip(model.parameters(), load_list(a.init)):
             p.copy_(t)
     ddp = DDP(model)
-    opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=a.momentum)
+    if a.optimizer == "adamw":
+        opt = torch.optim.AdamW(ddp.parameters(), lr=a.lr, weight_decay=a.weight_decay)
+    else:
+        opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay)
     sampler = DistributedSampler(TensorDataset(images, labels), shuffle=True, seed=a.seed)
     loader = DataLoader(TensorDataset(images, labels), batch_size=a.batch_size, sampler=sampler)
     batches = len(loader)
@@ -144,6 +148,8 @@ def main():
     ap.add_argument("--grad-accum", type=int, default=1)
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
+    ap.add_argument("--weight-decay", type=float, default=0.0)
     ap.add_argument("--warmup-steps", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tolerance", type=float, default=0.0)

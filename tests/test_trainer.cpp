@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -86,7 +87,7 @@ struct TrainerParity {
 void PrintTo(const TrainerParity& p, std::ostream* os) { *os << p.name; }
 class TrainerMatchesPyTorchDDP : public ::testing::TestWithParam<TrainerParity> {};
 
-TEST_P(TrainerMatchesPyTorchDDP, BitForBitAtTwoRanks) {
+TEST_P(TrainerMatchesPyTorchDDP, FinalParametersAtTwoRanks) {
 #ifndef DDP_REFERENCE_PYTHON
   GTEST_SKIP() << "no Python with PyTorch configured (DDP_REFERENCE_PYTHON): scripts/build.sh sets it";
 #else
@@ -300,7 +301,27 @@ TEST(Trainer, RealTorchrunNoPython) {
 #endif
 }
 
-// ---- the target (long: about 5 minutes; ctest runs it as its own test) ----
+// ---- the targets (long: minutes each; ctest runs them as tests of their own) ----
+
+TEST(TrainerLong, OneAndTwoRanksWithTheSameGlobalBatchAgreeWithinHalfAPercent) {
+  // The same 128 images per step, as 1 x 128 or 2 x 64: the same steps, schedule and data per
+  // step, so the test accuracies must agree closely (measured for the 3-epoch CNN: 91.52% at
+  // one rank, 91.40% at two). The MLP for one epoch keeps this to about 2 minutes.
+  std::map<int, double> accuracy;
+  for (int world : {1, 2}) {
+    const std::string out = temp_dir();
+    auto r = trainer(world, {"--epochs", "1", "--batch-size", std::to_string(128 / world), "--log-every", "500", "--timeout",
+                             "60", "--out", out},
+                     900);
+    expect_ok(r);
+    accuracy[world] = json_number(last_metrics_line(out, "validation"), "accuracy");
+    std::system(("rm -rf " + out).c_str());
+  }
+  std::printf("test accuracy after 1 epoch: %.4f at 1 rank x 128, %.4f at 2 ranks x 64\n", accuracy[1], accuracy[2]);
+  EXPECT_GT(accuracy[1], 0.8);
+  EXPECT_NEAR(accuracy[2], accuracy[1], 0.005) << "1 rank: " << accuracy[1] << ", 2 ranks: " << accuracy[2];
+}
+
 
 TEST(TrainerLong, CnnReaches90PercentTestAccuracyIn3EpochsAt2Ranks) {
   const std::string out = temp_dir();

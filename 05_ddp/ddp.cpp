@@ -4,6 +4,8 @@
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
+#include <algorithm>
+
 #include "common/errors.h"
 #include "common/log.h"
 

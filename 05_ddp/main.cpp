@@ -108,6 +108,7 @@ int main(int argc, char** argv) {
     ddp::Group& group = *joined;
     const int rank = group.rank(), world = group.size();
     const torch::Device device = ddp::device_for(group.info);
+    if (o.kill_rank >= world) throw ddp::UsageError("--kill-rank " + std::to_string(*o.kill_rank) + ": no such rank in a world of " + std::to_string(world));
     ddp::RunOutput out(o.out, rank);
 
     // 2. Data: every rank holds the whole set; the sampler picks this rank's share.
@@ -122,6 +123,7 @@ int main(int argc, char** argv) {
     const int64_t batches = (sampler.num_samples() + o.batch_size - 1) / o.batch_size;  // per epoch, last one short
     const int64_t steps_per_epoch = (batches + o.grad_accum - 1) / o.grad_accum;
     const int64_t total_steps = std::min<int64_t>(o.epochs * steps_per_epoch, o.max_steps.value_or(INT32_MAX));
+    const ddp::SamplerState sampler_state{o.seed, steps_per_epoch};  // goes into every checkpoint
 
     // 3. The model, the same on every rank (DDP broadcasts rank 0's weights), and a stock optimizer.
     ddp::AnyModel model = ddp::make_model(o.model, o.seed);
@@ -136,7 +138,10 @@ int main(int argc, char** argv) {
 
     // 4. Resume from the newest readable checkpoint, unless --reset (see Note [Atomic checkpoints]).
     int64_t step = 0;
-    if (!o.reset) step = ddp::resume(out.checkpoints, device, *model.module, *optimizer, group);
+    if (!o.reset) {
+      const auto expect = o.eval_only ? std::nullopt : std::optional<ddp::SamplerState>(sampler_state);
+      step = ddp::resume(out.checkpoints, device, expect, *model.module, *optimizer, group);
+    }
     if (o.eval_only) {
       out.validation(evaluate(model, test, group, o.batch_size, device), step);
       return ddp::kExitOk;
@@ -182,7 +187,7 @@ int main(int argc, char** argv) {
       const bool epoch_end = in_epoch == steps_per_epoch - 1 || step + 1 == total_steps;
       if (epoch_end) out.validation(*(last_eval = evaluate(model, test, group, o.batch_size, device)), step + 1);
       if (epoch_end || (o.ckpt_every && (step + 1) % *o.ckpt_every == 0)) {
-        ddp::checkpoint(out.checkpoints, step + 1, o.keep, *model.module, *optimizer, group);
+        ddp::checkpoint(out.checkpoints, step + 1, sampler_state, o.keep, *model.module, *optimizer, group);
       }
       if (o.kill_rank && *o.kill_rank == rank && *o.kill_at_step == step) {
         ddp::log("fault injection: SIGKILL after step " + std::to_string(step));

@@ -20,12 +20,13 @@ std::string percent(double fraction) {
 }
 
 void make_dirs(const std::string& dir) {
-  for (size_t at = 1; at != std::string::npos;) {
-    at = dir.find('/', at + 1);
+  // Each prefix ending before a '/' (not the leading one of an absolute path), then the whole.
+  for (size_t at = dir.find('/', 1);; at = dir.find('/', at + 1)) {
     const std::string part = dir.substr(0, at);
     if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) {
       throw UsageError("cannot create the folder " + part + ": " + std::strerror(errno));
     }
+    if (at == std::string::npos) break;
   }
 }
 

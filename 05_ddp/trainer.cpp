@@ -28,8 +28,8 @@ int64_t count_parameters(const std::vector<torch::Tensor>& params) {
   return n;
 }
 
-void checkpoint(const std::string& dir, int64_t step, int keep, torch::nn::Module& model, torch::optim::Optimizer& opt,
-                Group& group) {
+void checkpoint(const std::string& dir, int64_t step, const SamplerState& sampler, int keep, torch::nn::Module& model,
+                torch::optim::Optimizer& opt, Group& group) {
   if (group.rank() == 0) {
     const std::string path = save_checkpoint(dir, step, keep, [&](torch::serialize::OutputArchive& a) {
       for (const auto& p : model.named_parameters()) a.write("model." + p.key(), p.value());
@@ -38,6 +38,9 @@ void checkpoint(const std::string& dir, int64_t step, int keep, torch::nn::Modul
       opt.save(optimizer_state);
       a.write("optimizer", optimizer_state);
       a.write("step", torch::tensor(static_cast<int64_t>(step)));
+      a.write("epoch", torch::tensor(static_cast<int64_t>(step / sampler.steps_per_epoch)));
+      a.write("sampler.seed", torch::tensor(static_cast<int64_t>(sampler.seed)));
+      a.write("sampler.steps_per_epoch", torch::tensor(sampler.steps_per_epoch));
       // Nothing in this trainer draws from it after the start, but a model with dropout would:
       // resuming must continue its random stream, not restart it.
       a.write("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
@@ -47,8 +50,9 @@ void checkpoint(const std::string& dir, int64_t step, int keep, torch::nn::Modul
   group.pg->barrier()->wait();
 }
 
-int64_t resume(const std::string& dir, const torch::Device& device, torch::nn::Module& model, torch::optim::Optimizer& opt,
-               Group& group) {
+int64_t resume(const std::string& dir, const torch::Device& device, const std::optional<SamplerState>& sampler,
+               torch::nn::Module& model, torch::optim::Optimizer& opt, Group& group) {
+  SamplerState saved;
   auto loaded = load_latest_checkpoint(dir, device, [&](torch::serialize::InputArchive& a) {
     torch::NoGradGuard no_grad;
     // A fresh tensor per read: read() into a defined tensor re-points that tensor instead.
@@ -64,7 +68,16 @@ int64_t resume(const std::string& dir, const torch::Device& device, torch::nn::M
     opt.load(optimizer_state);
     at::Generator gen = at::detail::getDefaultCPUGenerator();
     gen.set_state(read("rng.cpu").cpu());
+    saved.seed = static_cast<uint64_t>(read("sampler.seed").item<int64_t>());
+    saved.steps_per_epoch = read("sampler.steps_per_epoch").item<int64_t>();
   });
+  if (loaded && sampler && (saved.seed != sampler->seed || saved.steps_per_epoch != sampler->steps_per_epoch)) {
+    throw UsageError(loaded->path + " was written by a run with sampler seed " + std::to_string(saved.seed) + " and " +
+                     std::to_string(saved.steps_per_epoch) + " steps per epoch; this run has seed " +
+                     std::to_string(sampler->seed) + " and " + std::to_string(sampler->steps_per_epoch) +
+                     " (world size, --batch-size, --grad-accum and the data decide it). Resume with the same settings, "
+                     "or start over with --reset");
+  }
   const int64_t step = loaded ? loaded->step : 0;
   // Every rank must continue from the same step, or their collectives no longer pair up.
   std::vector<torch::Tensor> lo{torch::tensor({step}, torch::kInt64).to(device)}, hi{lo[0].clone()};

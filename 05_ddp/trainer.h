@@ -3,6 +3,9 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <cstdint>
+#include <optional>
+
 #include "05_ddp/options.h"
 #include "common/cli.h"
 #include "common/process_group.h"
@@ -15,15 +18,27 @@ std::unique_ptr<torch::optim::Optimizer> make_trainer_optimizer(const std::vecto
 
 int64_t count_parameters(const std::vector<torch::Tensor>& params);
 
-// Rank 0 writes model, optimizer, step and RNG state to `dir` (atomically, keeping `keep`);
-// then a barrier, so that no rank runs ahead of a checkpoint that may still fail.
-void checkpoint(const std::string& dir, int64_t step, int keep, torch::nn::Module& model, torch::optim::Optimizer& opt,
-                Group& group);
+// Where the data order stands: the sampler's seed and how many steps make an epoch (which
+// follows from world size, batch size and --grad-accum). With the step they fix the epoch and
+// the position in it, so a resumed run sees exactly the batches an uninterrupted one would.
+struct SamplerState {
+  uint64_t seed = 0;
+  int64_t steps_per_epoch = 0;
+};
+
+// Rank 0 writes model, optimizer, step, epoch, sampler state and RNG state to `dir`
+// (atomically, keeping `keep`); then a barrier, so that no rank runs ahead of a checkpoint
+// that may still fail.
+void checkpoint(const std::string& dir, int64_t step, const SamplerState& sampler, int keep, torch::nn::Module& model,
+                torch::optim::Optimizer& opt, Group& group);
 
 // Every rank loads the newest readable checkpoint of `dir` onto its own device; the ranks then
-// check that they all resumed at the same step. Returns the step to continue from (0: none).
-int64_t resume(const std::string& dir, const torch::Device& device, torch::nn::Module& model, torch::optim::Optimizer& opt,
-               Group& group);
+// check that they all resumed at the same step. To continue training, `sampler` is given: a
+// checkpoint whose sampler state differs (another seed, world size or batch size) is refused
+// with UsageError, as its step would point to other batches. To evaluate only, any will do
+// (std::nullopt). Returns the step the checkpoint was written at (0: none).
+int64_t resume(const std::string& dir, const torch::Device& device, const std::optional<SamplerState>& sampler,
+               torch::nn::Module& model, torch::optim::Optimizer& opt, Group& group);
 
 // --nproc-per-node N: replaces this process with `02_spawn --nproc-per-node N -- <this program>
 // <the same flags>`; chapter 02's launcher forks the ranks, watches them and reports failures.

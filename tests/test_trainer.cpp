@@ -162,6 +162,19 @@ TEST(Trainer, ResetStartsOverInsteadOfResuming) {
   std::system(("rm -rf " + out).c_str());
 }
 
+TEST(Trainer, ResumingWithAnotherBatchSizeIsRefused) {
+  // Its step would point into another order of batches: refused with exit 2, naming the file.
+  const std::string out = temp_dir();
+  expect_ok(trainer(2, plus(small_run(out), {"--max-steps", "10"})));
+  auto r = trainer(2, plus(small_run(out), {"--max-steps", "10", "--batch-size", "16"}));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find(out + "/checkpoints/ckpt-000000010.pt was written by a run with sampler seed 0 and 32 steps per "
+                                "epoch; this run has seed 0 and 64"),
+            std::string::npos)
+      << r.output;
+  std::system(("rm -rf " + out).c_str());
+}
+
 TEST(Trainer, ACorruptCheckpointIsRefusedAndThePreviousOneUsed) {
   const std::string out = temp_dir();
   expect_ok(trainer(2, plus(small_run(out), {"--max-steps", "10", "--ckpt-every", "5"})));
@@ -238,7 +251,7 @@ TEST(Trainer, ANonFiniteLossStopsTheRunWithAMessage) {
 // ---- output ----
 
 TEST(Trainer, TensorBoardReadsTheEventFileAndLogsArePerRank) {
-  const std::string out = temp_dir();
+  const std::string base = temp_dir(), out = base + "/runs/first";  // --out folders are created as needed
   expect_ok(trainer(2, plus(small_run(out), {"--max-steps", "30"})));
   // One log file per rank, each line tagged with its own rank.
   for (int r : {0, 1}) {
@@ -263,7 +276,7 @@ TEST(Trainer, TensorBoardReadsTheEventFileAndLogsArePerRank) {
   ASSERT_TRUE(std::regex_search(r.output, m, std::regex("train/loss 30 ([-0-9.eE+]+)"))) << r.output;
   EXPECT_NEAR(std::stod(m[1]), json_number(train_line, "loss"), 1e-6 * std::abs(json_number(train_line, "loss"))) << r.output;
 #endif
-  std::system(("rm -rf " + out).c_str());
+  std::system(("rm -rf " + base).c_str());
 }
 
 // ---- launchers ----

@@ -121,9 +121,10 @@ void DistributedDataParallel::on_gradient_ready(size_t i) {
     next_bucket_ = 0;
     for (auto& b : buckets_) b.pending = b.params.size(), b.work.reset();
     ready_order_.clear();
+    ready_at_launch_.clear();
     torch::autograd::Engine::get_default_engine().queue_callback([this] { finish_backward(); });
   }
-  if (!rebuilt_) ready_order_.push_back(i);
+  ready_order_.push_back(i);
   // 4. Copy the gradient into its place in the bucket, times 1/world (Note [Divide before the sum]).
   Bucket& b = buckets_[bucket_of_[i]];
   const torch::Tensor& grad = params_[i].grad();
@@ -138,6 +139,7 @@ void DistributedDataParallel::launch_ready_buckets() {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     std::vector<torch::Tensor> t{buckets_[next_bucket_].flat};
     buckets_[next_bucket_].work = group_.pg->allreduce(t);  // returns at once; Gloo works in its own threads
+    ready_at_launch_.push_back(ready_order_.size());
     ++next_bucket_;
   }
 }

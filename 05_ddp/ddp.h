@@ -44,6 +44,9 @@ class DistributedDataParallel {
   bool rebuilt() const { return rebuilt_; }
   // All-reduces started by the last synchronising backward (one per bucket).
   int allreduces_last_backward() const { return launched_last_; }
+  // For each bucket of the last synchronising backward: how many gradients had arrived when its
+  // all-reduce started. Fewer than all of them = it overlapped the rest of backward.
+  const std::vector<size_t>& gradients_ready_at_launch() const { return ready_at_launch_; }
 
  private:
   struct Bucket {
@@ -70,7 +73,8 @@ class DistributedDataParallel {
   bool sync_ = true, in_backward_ = false, rebuilt_ = false;
   size_t next_bucket_ = 0;
   int launched_last_ = 0;
-  std::vector<size_t> ready_order_;  // recorded in the first backward, to rebuild the buckets
+  std::vector<size_t> ready_order_;  // this backward's gradients in arrival order (rebuild, checks)
+  std::vector<size_t> ready_at_launch_;
 };
 
 }  // namespace ddp

@@ -199,6 +199,25 @@ TEST(DdpClass, RebuildsBucketsInReadyOrderAndNoSyncSkipsCommunication) {
   std::system(("rm -rf " + dir).c_str());
 }
 
+TEST(DdpClass, ABucketsAllReduceStartsBeforeBackwardEnds) {
+  const std::string dir = temp_dir();
+  ddp::Group g = one_rank_group(dir);
+  struct Wide : torch::nn::Module {
+    torch::nn::Linear a = register_module("a", torch::nn::Linear(600, 600));  // 1.4 MB of weights
+    torch::nn::Linear b = register_module("b", torch::nn::Linear(600, 600));
+  };
+  auto m = std::make_shared<Wide>();
+  // After the first iteration's rebuild, in ready order: [b.bias, b.weight] fills the 1 MiB
+  // first bucket, [a.bias, a.weight] the next (cap 0.2 MiB).
+  ddp::DistributedDataParallel d(m, g, 200 * 1024);
+  auto x = torch::randn({4, 600});
+  for (int it = 0; it < 2; ++it) m->b->forward(m->a->forward(x)).sum().backward();
+  ASSERT_EQ(d.bucket_assignment().size(), 2u);
+  // b's bucket started after 2 of the 4 gradients: while a's were still being computed.
+  EXPECT_EQ(d.gradients_ready_at_launch(), (std::vector<size_t>{2, 4}));
+  std::system(("rm -rf " + dir).c_str());
+}
+
 TEST(DdpClass, AParameterWithoutGradientIsNamed) {
   const std::string dir = temp_dir();
   ddp::Group g = one_rank_group(dir);

@@ -76,9 +76,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
     params_.push_back(item.value());
     names_.push_back(item.key());
   }
-  std::vector<size_t> order(params_.size()), sizes(params_.size());
-  for (size_t i = 0; i < params_.size(); ++i) order[i] = i, sizes[i] = params_[i].numel() * params_[i].element_size();
-  auto assignment = assign_buckets(order, sizes, kFirstBucketBytes, cap_bytes_);
+  std::vector<size_t> order(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) order[i] = i, bytes_.push_back(params_[i].numel() * params_[i].element_size());
+  auto assignment = assign_buckets(order, bytes_, kFirstBucketBytes, cap_bytes_);
   std::reverse(assignment.begin(), assignment.end());
   build_buckets(assignment);
 
@@ -174,9 +174,7 @@ void DistributedDataParallel::finish_backward() {
   //    became ready (Note [Rebuilding the buckets]).
   if (!rebuilt_) {
     rebuilt_ = true;
-    std::vector<size_t> sizes(params_.size());
-    for (size_t i = 0; i < params_.size(); ++i) sizes[i] = params_[i].numel() * params_[i].element_size();
-    build_buckets(assign_buckets(ready_order_, sizes, kFirstBucketBytes, cap_bytes_));
+    build_buckets(assign_buckets(ready_order_, bytes_, kFirstBucketBytes, cap_bytes_));
   }
 }
 

@@ -67,6 +67,7 @@ class DistributedDataParallel {
   size_t cap_bytes_;
   std::vector<torch::Tensor> params_;
   std::vector<std::string> names_;
+  std::vector<size_t> bytes_;  // each parameter's gradient size, for the bucket plan
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // see 04's Note [Keep the accumulator alive]
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_, slot_of_;  // param index -> bucket, position in it

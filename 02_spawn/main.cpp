@@ -45,7 +45,9 @@ struct Worker {
   bool done = false, stopped_by_launcher = false;
   int status = 0;
   double when = 0;
-  bool failed() const { return done && !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
+  // Exit 75: stopped on a preemption signal after a checkpoint; not a failure (05_ddp, chapter 06).
+  bool preempted() const { return done && WIFEXITED(status) && WEXITSTATUS(status) == ddp::kExitPreempted; }
+  bool failed() const { return done && !(WIFEXITED(status) && WEXITSTATUS(status) == 0) && !preempted(); }
 };
 
 // Waits for the launcher to say which port the OS gave its store.
@@ -314,6 +316,10 @@ int main(int argc, char** argv) {
       if (!first || w.when < first->when) first = &w;
     }
     const bool all_ok = std::none_of(workers.begin(), workers.end(), [](const Worker& w) { return w.failed(); });
+    if (all_ok && std::any_of(workers.begin(), workers.end(), [](const Worker& w) { return w.preempted(); })) {
+      ddp::log("the workers stopped for preemption (exit 75) after writing a checkpoint: run again to resume");
+      return ddp::kExitPreempted;
+    }
     if (all_ok) {
       ddp::log("all " + std::to_string(world) + " workers exited 0 in " + ddp::seconds(ddp::monotonic_seconds() - t0));
       return port != 0 || base.file_init() ? ddp::kExitOk : ddp::kExitFailure;

@@ -10,6 +10,7 @@
 //   ./build-cpu/05_ddp --rank 0 --world-size 2 &  ./build-cpu/05_ddp --rank 1 --world-size 2
 //   torchrun --nproc-per-node 2 --no-python ./build-cuda/05_ddp --model cnn
 //   ./build-cpu/05_ddp --nproc-per-node 2 --reset       # start over instead of resuming
+//   ./build-cpu/05_ddp --nproc-per-node 2 --drill-after 10   # rehearse a preemption (chapter 06), then rerun
 //
 // Expected output (scripts/run.sh: --nproc-per-node 2 --max-steps 300 --log-every 100; trimmed):
 //   [rank 0/2] data: 60000 train / 10000 test images from /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
@@ -38,6 +39,7 @@
 #include "common/failure.h"
 #include "common/fashion_mnist.h"
 #include "common/log.h"
+#include "common/preemption.h"
 #include "common/process_group.h"
 #include "common/sampler.h"
 #include "common/toy_task.h"
@@ -102,6 +104,9 @@ int main(int argc, char** argv) {
   return ddp::guarded_main([&] {
     if (o.nproc_per_node) return ddp::relaunch_with_02_spawn(argc, argv, *o.nproc_per_node, flags);
     if (o.kill_rank.has_value() != o.kill_at_step.has_value()) throw ddp::UsageError("--kill-rank and --kill-at-step go together");
+    // A scheduler's warning signal only sets a flag; see Note [Preemption and requeue].
+    const int preempt_signal = ddp::parse_signal(o.requeue_signal);
+    ddp::watch_for_preemption(preempt_signal);
     // 1. Join the group (chapter 01); each rank also keeps its own log file.
     std::optional<ddp::Group> joined = ddp::join_or_explain(flags);
     if (!joined) return ddp::kExitOk;
@@ -138,7 +143,9 @@ int main(int argc, char** argv) {
 
     // 4. Resume from the newest readable checkpoint, unless --reset (see Note [Atomic checkpoints]).
     int64_t step = 0;
-    if (!o.reset) {
+    if (o.reset) {
+      ddp::remove_checkpoints(out.checkpoints, group);  // or a later resume would find the old run's
+    } else {
       const auto expect = o.eval_only ? std::nullopt : std::optional<ddp::SamplerState>(sampler_state);
       step = ddp::resume(out.checkpoints, device, expect, *model.module, *optimizer, group);
     }
@@ -151,6 +158,7 @@ int main(int argc, char** argv) {
     ddp::Progress progress(out, total_steps, steps_per_epoch, o.epochs, world * o.batch_size * o.grad_accum, o.log_every);
     std::optional<ddp::Evaluation> last_eval;
     std::vector<int64_t> order;
+    if (o.drill_after && step == 0) ddp::drill_preemption(preempt_signal, *o.drill_after);  // once: not after a resume
     for (; step < total_steps; ++step) {
       const int64_t epoch = step / steps_per_epoch, in_epoch = step % steps_per_epoch;
       if (order.empty() || in_epoch == 0) sampler.set_epoch(epoch), order = sampler.indices();
@@ -186,9 +194,12 @@ int main(int argc, char** argv) {
 
       const bool epoch_end = in_epoch == steps_per_epoch - 1 || step + 1 == total_steps;
       if (epoch_end) out.validation(*(last_eval = evaluate(model, test, group, o.batch_size, device)), step + 1);
-      if (epoch_end || (o.ckpt_every && (step + 1) % *o.ckpt_every == 0)) {
+      // Preempted: every rank stops after this same step, with a checkpoint, and the job is requeued.
+      const bool preempted = step + 1 < total_steps && ddp::any_rank(group, ddp::preemption_signal() != 0);
+      if (preempted || epoch_end || (o.ckpt_every && (step + 1) % *o.ckpt_every == 0)) {
         ddp::checkpoint(out.checkpoints, step + 1, sampler_state, o.keep, *model.module, *optimizer, group);
       }
+      if (preempted) return ddp::stop_for_requeue(group, step + 1, ddp::preemption_signal());
       if (o.kill_rank && *o.kill_rank == rank && *o.kill_at_step == step) {
         ddp::log("fault injection: SIGKILL after step " + std::to_string(step));
         ::raise(SIGKILL);

@@ -38,6 +38,12 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
   app.add_option("--nproc-per-node", o.nproc_per_node, "Start this many ranks here, through 02_spawn")->check(CLI::PositiveNumber);
   app.add_option("--kill-rank", o.kill_rank, "Fault injection: this rank kills itself (SIGKILL) ...")->check(CLI::NonNegativeNumber);
   app.add_option("--kill-at-step", o.kill_at_step, "... after finishing this step")->check(CLI::NonNegativeNumber);
+  app.add_option("--requeue-signal", o.requeue_signal,
+                 "The scheduler's warning signal: on it, checkpoint after the current step, requeue the Slurm job, "
+                 "exit 75 [default USR2, as sbatch --signal=USR2@90]");
+  app.add_option("--drill-after", o.drill_after,
+                 "Rehearse a preemption: each rank sends itself --requeue-signal this many seconds into training (not in a resumed run)")
+      ->check(CLI::PositiveNumber);
 }
 
 }  // namespace ddp

@@ -34,6 +34,9 @@ struct TrainerOptions {
   // launching and faults
   std::optional<int> nproc_per_node;
   std::optional<int> kill_rank, kill_at_step;
+  // preemption (see Note [Preemption and requeue])
+  std::string requeue_signal = "USR2";
+  std::optional<double> drill_after;
 };
 
 void add_trainer_options(CLI::App& app, TrainerOptions& o);

@@ -2,9 +2,11 @@
 #include "05_ddp/trainer.h"
 
 #include <limits.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/checkpoint.h"
@@ -93,6 +95,39 @@ int64_t resume(const std::string& dir, const torch::Device& device, const std::o
   }
   if (loaded) log0("resumed from " + loaded->path + " at step " + std::to_string(step) + " (--reset starts over)");
   return step;
+}
+
+void remove_checkpoints(const std::string& dir, Group& group) {
+  if (group.rank() == 0) {
+    const std::vector<std::string> old = list_checkpoints(dir);
+    for (const auto& path : old) std::remove(path.c_str());
+    if (!old.empty()) log("--reset: removed " + std::to_string(old.size()) + " checkpoint(s) of an earlier run from " + dir);
+  }
+  group.pg->barrier()->wait();
+}
+
+bool any_rank(Group& group, bool mine) {
+  std::vector<torch::Tensor> flag{torch::tensor({mine ? 1 : 0}, torch::kInt32).to(device_for(group.info))};
+  c10d::AllreduceOptions max_op;
+  max_op.reduceOp = c10d::ReduceOp::MAX;
+  group.pg->allreduce(flag, max_op)->wait();
+  return flag[0].item<int>() != 0;
+}
+
+int stop_for_requeue(Group& group, int64_t step, int sig) {
+  // We are stopping anyway: the SIGTERM that follows a requeue must not cut this short.
+  ::signal(SIGTERM, SIG_IGN);
+  const char* job = std::getenv("SLURM_JOB_ID");
+  const std::string restart = std::getenv("SLURM_RESTART_COUNT") ? std::getenv("SLURM_RESTART_COUNT") : "0";
+  log0("preempted: " + signal_name(sig) + " received; stopped after step " + std::to_string(step) +
+       " with its checkpoint written" +
+       (job ? "; requeueing Slurm job " + std::string(job) + " (restart " + restart + ")"
+            : "; not under Slurm, nothing to requeue: run the same command again to resume"));
+  if (group.rank() == 0 && job) {
+    requeue_slurm_job(job, group.info.timeout_s.value);
+    log("Slurm job " + std::string(job) + " requeued: it resumes from step " + std::to_string(step) + " when it runs again");
+  }
+  return kExitPreempted;
 }
 
 int relaunch_with_02_spawn(int argc, char** argv, int nproc, const CommonFlags& flags) {

@@ -9,6 +9,7 @@
 #include "05_ddp/options.h"
 #include "common/cli.h"
 #include "common/process_group.h"
+#include "common/preemption.h"
 
 namespace ddp {
 
@@ -39,6 +40,17 @@ void checkpoint(const std::string& dir, int64_t step, const SamplerState& sample
 // (std::nullopt). Returns the step the checkpoint was written at (0: none).
 int64_t resume(const std::string& dir, const torch::Device& device, const std::optional<SamplerState>& sampler,
                torch::nn::Module& model, torch::optim::Optimizer& opt, Group& group);
+
+// --reset: rank 0 deletes the checkpoints an earlier run left in `dir` (saying how many), then a
+// barrier. Starting over must not leave them to be resumed from later, newer-looking than ours.
+void remove_checkpoints(const std::string& dir, Group& group);
+
+// True on every rank if `mine` is true on any: one all-reduce (MAX) of a flag.
+bool any_rank(Group& group, bool mine);
+
+// After a preemption signal and its checkpoint at `step`: rank 0 requeues the Slurm job (when
+// there is one), and every rank returns kExitPreempted. See Note [Preemption and requeue].
+int stop_for_requeue(Group& group, int64_t step, int sig);
 
 // --nproc-per-node N: replaces this process with `02_spawn --nproc-per-node N -- <this program>
 // <the same flags>`; chapter 02's launcher forks the ranks, watches them and reports failures.

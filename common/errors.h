@@ -9,6 +9,8 @@ namespace ddp {
 constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;  // a run that started and failed: a check, a peer, a timeout
 constexpr int kExitUsage = 2;    // refused before anything started: flags, environment, files
+constexpr int kExitPreempted = 75;  // stopped on a preemption signal after a checkpoint: run again to
+                                    // resume (sysexits' EX_TEMPFAIL); see Note [Preemption and requeue]
 
 // Thrown for anything the user can fix by changing how the program is started.
 struct UsageError : std::runtime_error {

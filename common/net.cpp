@@ -14,12 +14,12 @@ std::string hostname() {
   return buf;
 }
 
-int find_free_port(const std::string& host) {
+int find_free_port(const std::string& host, int port_wanted) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return -1;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_port = 0;
+  addr.sin_port = htons(static_cast<uint16_t>(port_wanted));
   if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) addr.sin_addr.s_addr = htonl(INADDR_ANY);
   int port = -1;
   socklen_t len = sizeof(addr);

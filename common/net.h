@@ -7,7 +7,8 @@ namespace ddp {
 std::string hostname();
 // A port the OS says is free right now on `host` (bind to port 0, read it back, close).
 // Only a suggestion: someone may take it before you do.
-int find_free_port(const std::string& host = "127.0.0.1");
+// With `port_wanted`: that port if it is free right now, else -1.
+int find_free_port(const std::string& host = "127.0.0.1", int port_wanted = 0);
 bool is_loopback(const std::string& addr);
 
 }  // namespace ddp

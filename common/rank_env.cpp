@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "common/errors.h"
+#include "common/hostlist.h"
 #include "common/net.h"
 
 namespace ddp {
@@ -41,6 +42,50 @@ Sourced<T> pick(const std::optional<T>& flag, const char* flag_name, std::option
   return {fallback, fallback_source};
 }
 
+// Note [A Slurm task checks its job]
+// Under srun every task is one rank: SLURM_PROCID is the rank and SLURM_NTASKS the world size.
+// Three mistakes turn that into a rank that waits for peers that never come, so they are refused
+// before joining: starting the trainer in the batch script itself, without srun (the batch step
+// has SLURM_PROCID=0 and SLURM_NTASKS=N too, but no SLURM_STEP_ID); a --world-size or
+// WORLD_SIZE that disagrees with the number of tasks; and a job environment that contradicts
+// itself (tasks per node that do not add up, a node list of another length).
+void check_slurm_task(const RankInfo& r, const EnvLookup& env) {
+  if (r.rank.source != "env SLURM_PROCID") return;  // ranks come from elsewhere: Slurm only hosts us
+  const auto ntasks = env_int(env, {"SLURM_NTASKS"});
+  const std::string job = env("SLURM_JOB_ID").value_or("?");
+  if (ntasks && ntasks->value > 1 && !env("SLURM_STEP_ID")) {
+    throw UsageError("this is the batch script of Slurm job " + job + " (SLURM_PROCID is set, SLURM_STEP_ID is not), not one of "
+                     "its tasks: start one task per rank with srun (see 06_slurm/*.sbatch); alone it would wait for " +
+                     std::to_string(ntasks->value - 1) + " ranks that never come");
+  }
+  if (ntasks && r.world_size.value != ntasks->value) {
+    throw UsageError("world size " + std::to_string(r.world_size.value) + " (from " + r.world_size.source +
+                     ") disagrees with Slurm's task count SLURM_NTASKS=" + std::to_string(ntasks->value) +
+                     ": under srun each task is one rank; drop it, or ask Slurm for that many tasks");
+  }
+  const auto nnodes = env_int(env, {"SLURM_NNODES"});
+  if (auto tpn = env("SLURM_TASKS_PER_NODE")) {
+    const std::vector<int> per_node = expand_tasks_per_node(*tpn);
+    long sum = 0;
+    for (int n : per_node) sum += n;
+    if (ntasks && sum != ntasks->value) {
+      throw UsageError("SLURM_TASKS_PER_NODE='" + *tpn + "' adds up to " + std::to_string(sum) + " tasks, SLURM_NTASKS says " +
+                       std::to_string(ntasks->value));
+    }
+    if (nnodes && static_cast<int>(per_node.size()) != nnodes->value) {
+      throw UsageError("SLURM_TASKS_PER_NODE='" + *tpn + "' lists " + std::to_string(per_node.size()) + " nodes, SLURM_NNODES says " +
+                       std::to_string(nnodes->value));
+    }
+  }
+  if (auto nl = env("SLURM_STEP_NODELIST"); nl && nnodes) {
+    const size_t hosts = expand_hostlist(*nl).size();
+    if (static_cast<int>(hosts) != nnodes->value) {
+      throw UsageError("SLURM_STEP_NODELIST='" + *nl + "' has " + std::to_string(hosts) + " hosts, SLURM_NNODES says " +
+                       std::to_string(nnodes->value));
+    }
+  }
+}
+
 }  // namespace
 
 std::chrono::milliseconds RankInfo::timeout() const {
@@ -53,68 +98,6 @@ EnvLookup process_env() {
     if (v == nullptr) return std::nullopt;
     return std::string(v);
   };
-}
-
-std::vector<std::string> expand_nodelist(const std::string& list) {
-  std::vector<std::string> hosts;
-  // Split at commas that are outside brackets.
-  std::vector<std::string> items;
-  int depth = 0;
-  std::string cur;
-  for (char c : list) {
-    if (c == '[') ++depth;
-    if (c == ']') --depth;
-    if (c == ',' && depth == 0) {
-      items.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  if (depth != 0) throw UsageError("malformed Slurm node list '" + list + "'");
-  if (!cur.empty()) items.push_back(cur);
-  for (const auto& item : items) {
-    auto lb = item.find('[');
-    if (lb == std::string::npos) {
-      hosts.push_back(item);
-      continue;
-    }
-    auto rb = item.find(']', lb);
-    std::string prefix = item.substr(0, lb), suffix = item.substr(rb + 1);
-    std::stringstream ranges(item.substr(lb + 1, rb - lb - 1));
-    std::string range;
-    while (std::getline(ranges, range, ',')) {
-      auto dash = range.find('-');
-      std::string lo = range.substr(0, dash);
-      std::string hi = dash == std::string::npos ? lo : range.substr(dash + 1);
-      int a = parse_int(lo, "Slurm node list '" + list + "'");
-      int b = parse_int(hi, "Slurm node list '" + list + "'");
-      for (int i = a; i <= b; ++i) {
-        std::string num = std::to_string(i);
-        if (num.size() < lo.size()) num.insert(0, lo.size() - num.size(), '0');  // node[01-04]
-        hosts.push_back(prefix + num + suffix);
-      }
-    }
-  }
-  return hosts;
-}
-
-std::vector<int> expand_tasks_per_node(const std::string& spec) {
-  std::vector<int> out;
-  std::stringstream ss(spec);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    auto paren = item.find("(x");
-    int count = parse_int(item.substr(0, paren), "Slurm tasks per node '" + spec + "'");
-    int times = 1;
-    if (paren != std::string::npos) {
-      auto close = item.find(')', paren);
-      if (close == std::string::npos) throw UsageError("malformed Slurm tasks per node '" + spec + "'");
-      times = parse_int(item.substr(paren + 2, close - paren - 2), "Slurm tasks per node '" + spec + "'");
-    }
-    for (int i = 0; i < times; ++i) out.push_back(count);
-  }
-  return out;
 }
 
 RankInfo resolve_rank_info(const CommonFlags& f, const EnvLookup& env) {
@@ -147,7 +130,7 @@ RankInfo resolve_rank_info(const CommonFlags& f, const EnvLookup& env) {
   std::optional<Sourced<std::string>> slurm_master;
   for (const char* var : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"}) {
     if (auto nl = env(var); nl && !slurm_master) {
-      auto hosts = expand_nodelist(*nl);
+      auto hosts = expand_hostlist(*nl);
       if (!hosts.empty()) slurm_master = Sourced<std::string>{hosts.front(), std::string("first host of env ") + var};
     }
   }
@@ -175,6 +158,21 @@ RankInfo resolve_rank_info(const CommonFlags& f, const EnvLookup& env) {
       // under their own prefix so that a restarted job never sees the last attempt's keys.
       r.store_prefix = "/worker/attempt_" + env("TORCHELASTIC_RESTART_COUNT").value_or("0");
     }
+  }
+
+  check_slurm_task(r, env);
+  if (auto job = env("SLURM_JOB_ID")) {  // for --explain-env: the job as Slurm described it
+    r.slurm = "job " + *job + ", restart " + env("SLURM_RESTART_COUNT").value_or("0") + ", step " +
+              env("SLURM_STEP_ID").value_or("none (batch script)");
+    for (const char* var : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"}) {
+      if (auto nl = env(var)) {
+        std::string hosts;
+        for (const auto& h : expand_hostlist(*nl)) hosts += " " + h;
+        r.slurm += ", " + std::string(var) + "=" + *nl + " ->" + hosts;
+        break;
+      }
+    }
+    if (auto tpn = env("SLURM_TASKS_PER_NODE")) r.slurm += ", SLURM_TASKS_PER_NODE=" + *tpn;
   }
 
   r.backend = pick<std::string>(f.backend, "--backend", std::nullopt, "gloo", "default");
@@ -235,6 +233,7 @@ std::string explain(const RankInfo& r) {
   row("backend         ", r.backend);
   row("init            ", r.init);
   row("timeout_s       ", r.timeout_s);
+  if (!r.slurm.empty()) os << "  slurm            = " << r.slurm << "\n";
   return os.str();
 }
 

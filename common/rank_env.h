@@ -29,6 +29,7 @@ struct RankInfo {
   Sourced<std::string> backend, init;
   Sourced<double> timeout_s;
   std::string host;
+  std::string slurm;  // the Slurm job as its variables describe it (job id, restart, nodes), or ""
 
   std::chrono::milliseconds timeout() const;
   bool file_init() const { return init.value.rfind("file://", 0) == 0; }
@@ -50,10 +51,5 @@ void validate(const RankInfo& info);
 
 // Every resolved value with its source, one per line: what --explain-env prints.
 std::string explain(const RankInfo& info);
-
-// Slurm's compressed host lists: "node[1-3,7],gpu05" -> node1 node2 node3 node7 gpu05.
-std::vector<std::string> expand_nodelist(const std::string& list);
-// Slurm's tasks per node: "2(x3),1" -> 2 2 2 1.
-std::vector<int> expand_tasks_per_node(const std::string& spec);
 
 }  // namespace ddp

@@ -26,7 +26,8 @@ RankInfo resolve(std::map<std::string, std::string> vars, CommonFlags f = {}) {
 const std::map<std::string, std::string> kSlurm = {
     {"SLURM_PROCID", "5"},       {"SLURM_NTASKS", "8"},         {"SLURM_LOCALID", "1"},
     {"SLURM_NODEID", "1"},       {"SLURM_TASKS_PER_NODE", "4(x2)"}, {"SLURM_JOB_NODELIST", "gpu[07-08]"},
-    {"SLURM_JOB_ID", "123456"}};
+    {"SLURM_JOB_ID", "123456"},   {"SLURM_STEP_ID", "0"},        {"SLURM_NNODES", "2"},
+    {"SLURM_STEP_NODELIST", "gpu[07-08]"}};
 
 }  // namespace
 
@@ -121,16 +122,6 @@ TEST(RankEnv, MalformedVariablesAreRefusedByName) {
   EXPECT_THROW(resolve({{"SLURM_JOB_NODELIST", "node[1-2"}}), ddp::UsageError);
 }
 
-TEST(RankEnv, NodelistExpansion) {
-  using V = std::vector<std::string>;
-  EXPECT_EQ(ddp::expand_nodelist("node1"), V({"node1"}));
-  EXPECT_EQ(ddp::expand_nodelist("node[1-3]"), V({"node1", "node2", "node3"}));
-  EXPECT_EQ(ddp::expand_nodelist("gpu[08-10,15],cpu1"), V({"gpu08", "gpu09", "gpu10", "gpu15", "cpu1"}));
-  EXPECT_EQ(ddp::expand_nodelist("a[1-2]-ib,b"), V({"a1-ib", "a2-ib", "b"}));
-  EXPECT_EQ(ddp::expand_tasks_per_node("2(x3),1"), std::vector<int>({2, 2, 2, 1}));
-  EXPECT_EQ(ddp::expand_tasks_per_node("4"), std::vector<int>({4}));
-}
-
 TEST(RankEnv, ValidationNamesTheProblem) {
   auto refused = [](CommonFlags f, const std::string& needle) {
     try {
@@ -166,4 +157,67 @@ TEST(RankEnv, ExplainSaysWhereEachValueCameFrom) {
   EXPECT_NE(text.find("rank             = 1   <- --rank"), std::string::npos) << text;
   EXPECT_NE(text.find("world_size       = 4   <- env WORLD_SIZE"), std::string::npos) << text;
   EXPECT_NE(text.find("master_addr      = n3   <- first host of env SLURM_JOB_NODELIST"), std::string::npos) << text;
+}
+
+// ---- a Slurm task checks its job: see Note [A Slurm task checks its job] ----
+
+std::string refusal(std::map<std::string, std::string> vars, CommonFlags f = {}) {
+  try {
+    resolve(std::move(vars), f);
+  } catch (const ddp::UsageError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+TEST(RankEnv, TheBatchScriptItselfIsNotARank) {
+  auto vars = kSlurm;
+  vars.erase("SLURM_STEP_ID");
+  vars["SLURM_PROCID"] = "0";
+  EXPECT_NE(refusal(vars).find("this is the batch script of Slurm job 123456 (SLURM_PROCID is set, SLURM_STEP_ID is not)"),
+            std::string::npos)
+      << refusal(vars);
+  vars["SLURM_NTASKS"] = "1", vars["SLURM_TASKS_PER_NODE"] = "1", vars["SLURM_NNODES"] = "1";
+  vars["SLURM_STEP_NODELIST"] = "gpu07";
+  EXPECT_EQ(refusal(vars), "accepted");  // a one-task job may run its one rank in the script
+}
+
+TEST(RankEnv, AWorldSizeThatDisagreesWithSlurmsTaskCountIsRefused) {
+  CommonFlags f;
+  f.world_size = 4;
+  EXPECT_NE(refusal(kSlurm, f).find("world size 4 (from --world-size) disagrees with Slurm's task count SLURM_NTASKS=8"),
+            std::string::npos)
+      << refusal(kSlurm, f);
+  auto vars = kSlurm;
+  vars["WORLD_SIZE"] = "2";
+  EXPECT_NE(refusal(vars).find("(from env WORLD_SIZE) disagrees"), std::string::npos) << refusal(vars);
+  // With the rank given too, Slurm only hosts the processes (one task per node running a launcher):
+  // then the ranks are not Slurm's tasks and nothing is compared.
+  f.rank = 1;
+  EXPECT_EQ(refusal(kSlurm, f), "accepted");
+}
+
+TEST(RankEnv, ASlurmEnvironmentThatContradictsItselfIsRefused) {
+  auto vars = kSlurm;
+  vars["SLURM_TASKS_PER_NODE"] = "4,3";
+  EXPECT_NE(refusal(vars).find("SLURM_TASKS_PER_NODE='4,3' adds up to 7 tasks, SLURM_NTASKS says 8"), std::string::npos)
+      << refusal(vars);
+  vars = kSlurm, vars["SLURM_TASKS_PER_NODE"] = "4(x2)", vars["SLURM_NNODES"] = "3";
+  EXPECT_NE(refusal(vars).find("lists 2 nodes, SLURM_NNODES says 3"), std::string::npos) << refusal(vars);
+  vars = kSlurm, vars["SLURM_STEP_NODELIST"] = "gpu[07-09]", vars["SLURM_NNODES"] = "2";
+  EXPECT_NE(refusal(vars).find("SLURM_STEP_NODELIST='gpu[07-09]' has 3 hosts, SLURM_NNODES says 2"), std::string::npos)
+      << refusal(vars);
+  vars = kSlurm, vars["SLURM_TASKS_PER_NODE"] = "4(x2";
+  EXPECT_NE(refusal(vars).find("malformed Slurm tasks per node '4(x2'"), std::string::npos) << refusal(vars);
+}
+
+TEST(RankEnv, ExplainShowsTheSlurmJob) {
+  auto vars = kSlurm;
+  vars["SLURM_RESTART_COUNT"] = "2";
+  const std::string text = ddp::explain(resolve(vars));
+  EXPECT_NE(text.find("rank             = 5   <- env SLURM_PROCID"), std::string::npos) << text;
+  EXPECT_NE(text.find("slurm            = job 123456, restart 2, step 0, SLURM_STEP_NODELIST=gpu[07-08] -> gpu07 gpu08, "
+                      "SLURM_TASKS_PER_NODE=4(x2)"),
+            std::string::npos)
+      << text;
 }

@@ -1,0 +1,38 @@
+// defines: JobSpec, what 06_slurm's flags describe: a Slurm job that runs chapter 05's trainer.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ddp {
+
+struct JobSpec {
+  std::string name = "ddp";
+  int nodes = 1;
+  int tasks_per_node = 2;  // one rank per task; with GPUs, one task per GPU
+  int gpus_per_node = 0;   // 0: CPU job, Gloo
+  int cpus_per_task = 1;
+  std::string partition, nodelist;
+  std::string time = "30:00";  // as sbatch --time takes it
+  int time_s = 1800;           // the same in seconds
+  std::string signal = "USR2";
+  int signal_before_s = 90;  // the warning comes this long before the limit
+  bool no_signal = false;    // --signal none: no warning, as an unprepared job
+  std::vector<std::string> extra_lines;  // more #SBATCH options, verbatim
+  std::string trainer;                   // absolute path of 05_ddp
+  std::string out_dir;                   // absolute: job logs and <job id>/ of the trainer
+  std::string submit_dir;                // absolute: where the job starts (--chdir)
+  std::vector<std::string> trainer_args;
+  int world() const { return nodes * tasks_per_node; }
+  std::string backend() const { return gpus_per_node > 0 ? "nccl" : "gloo"; }
+  // The trainer's command line for one task; the job id decides the run folder.
+  std::vector<std::string> task_command(const std::string& job_id) const;
+};
+
+// Slurm's time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S -> seconds. UsageError otherwise.
+int parse_slurm_time(const std::string& text);
+
+// "USR2@90" -> ("USR2", 90); "none" -> no_signal. UsageError otherwise.
+void parse_signal_spec(const std::string& text, JobSpec& spec);
+
+}  // namespace ddp

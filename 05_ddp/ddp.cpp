@@ -25,6 +25,12 @@ namespace ddp {
 // twice, or defined out of order, breaks it). After the first iteration DDP knows the real
 // order: it rebuilds the buckets in that order, once, with the small bucket now the first to
 // be ready.
+// The layout decides more than speed: with more than two ranks, Gloo's ring all-reduce adds
+// up each element in an order set by where it sits in its bucket, so another layout rounds
+// differently (two ranks only ever compute a + b, which is b + a exactly). A run resumed from a
+// checkpoint must therefore continue with the rebuilt buckets, not build the first-iteration
+// ones again: the checkpoint carries them (trainer.cpp). Without that, a 4-rank run requeued
+// by Slurm ended with other parameters than an uninterrupted one (tests/test_slurm.cpp).
 //
 // Note [Divide before the sum]
 // Each gradient is multiplied by 1/world while it is copied into its bucket, then the bucket
@@ -176,6 +182,22 @@ void DistributedDataParallel::finish_backward() {
     rebuilt_ = true;
     build_buckets(assign_buckets(ready_order_, bytes_, kFirstBucketBytes, cap_bytes_));
   }
+}
+
+void DistributedDataParallel::restore_buckets(const std::vector<std::vector<size_t>>& assignment) {
+  std::vector<int> seen(params_.size(), 0);
+  for (const auto& bucket : assignment) {
+    for (size_t i : bucket) {
+      if (i >= params_.size() || seen[i]++) throw UsageError("the checkpoint's bucket layout does not fit this model");
+    }
+  }
+  for (const auto& bucket : bucket_assignment()) {
+    for (size_t i : bucket) {
+      if (!seen[i]) throw UsageError("the checkpoint's bucket layout does not fit this model: it lacks " + names_[i]);
+    }
+  }
+  build_buckets(assignment);
+  rebuilt_ = true;
 }
 
 std::vector<std::vector<size_t>> DistributedDataParallel::bucket_assignment() const {

@@ -42,6 +42,10 @@ class DistributedDataParallel {
   // The buckets, as lists of parameter indices in the order their all-reduces start.
   std::vector<std::vector<size_t>> bucket_assignment() const;
   bool rebuilt() const { return rebuilt_; }
+  // A resumed run continues with the buckets the interrupted one had rebuilt (kept in its
+  // checkpoint): see Note [Rebuilding the buckets]. Throws UsageError unless `assignment` holds
+  // every parameter that gets a gradient exactly once.
+  void restore_buckets(const std::vector<std::vector<size_t>>& assignment);
   // All-reduces started by the last synchronising backward (one per bucket).
   int allreduces_last_backward() const { return launched_last_; }
   // For each bucket of the last synchronising backward: how many gradients had arrived when its

@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
       ddp::remove_checkpoints(out.checkpoints, group);  // or a later resume would find the old run's
     } else {
       const auto expect = o.eval_only ? std::nullopt : std::optional<ddp::SamplerState>(sampler_state);
-      step = ddp::resume(out.checkpoints, device, expect, *model.module, *optimizer, group);
+      step = ddp::resume(out.checkpoints, device, expect, *model.module, *optimizer, ddp_model, group);
     }
     if (o.eval_only) {
       out.validation(evaluate(model, test, group, o.batch_size, device), step);
@@ -197,7 +197,7 @@ int main(int argc, char** argv) {
       // Preempted: every rank stops after this same step, with a checkpoint, and the job is requeued.
       const bool preempted = step + 1 < total_steps && ddp::any_rank(group, ddp::preemption_signal() != 0);
       if (preempted || epoch_end || (o.ckpt_every && (step + 1) % *o.ckpt_every == 0)) {
-        ddp::checkpoint(out.checkpoints, step + 1, sampler_state, o.keep, *model.module, *optimizer, group);
+        ddp::checkpoint(out.checkpoints, step + 1, sampler_state, o.keep, *model.module, *optimizer, ddp_model, group);
       }
       if (preempted) return ddp::stop_for_requeue(group, step + 1, ddp::preemption_signal());
       if (o.kill_rank && *o.kill_rank == rank && *o.kill_at_step == step) {

@@ -14,6 +14,33 @@
 #include "common/log.h"
 
 namespace ddp {
+namespace {
+
+torch::Tensor encode_buckets(const std::vector<std::vector<size_t>>& buckets) {
+  std::vector<int64_t> flat{static_cast<int64_t>(buckets.size())};
+  for (const auto& b : buckets) {
+    flat.push_back(static_cast<int64_t>(b.size()));
+    flat.insert(flat.end(), b.begin(), b.end());
+  }
+  return torch::tensor(flat, torch::kInt64);
+}
+
+std::vector<std::vector<size_t>> decode_buckets(const torch::Tensor& t) {
+  const auto v = t.to(torch::kInt64).contiguous();
+  const int64_t* p = v.data_ptr<int64_t>();
+  const int64_t n = v.numel();
+  std::vector<std::vector<size_t>> buckets;
+  int64_t at = 1;
+  for (int64_t b = 0; n > 0 && b < p[0]; ++b) {
+    if (at >= n || p[at] < 0 || at + 1 + p[at] > n) throw UsageError("the checkpoint's bucket layout is malformed");
+    buckets.emplace_back(p + at + 1, p + at + 1 + p[at]);
+    at += 1 + p[at];
+  }
+  if (n == 0 || at != n) throw UsageError("the checkpoint's bucket layout is malformed");
+  return buckets;
+}
+
+}  // namespace
 
 std::unique_ptr<torch::optim::Optimizer> make_trainer_optimizer(const std::vector<torch::Tensor>& params,
                                                                 const TrainerOptions& o) {
@@ -31,7 +58,7 @@ int64_t count_parameters(const std::vector<torch::Tensor>& params) {
 }
 
 void checkpoint(const std::string& dir, int64_t step, const SamplerState& sampler, int keep, torch::nn::Module& model,
-                torch::optim::Optimizer& opt, Group& group) {
+                torch::optim::Optimizer& opt, const DistributedDataParallel& ddp, Group& group) {
   if (group.rank() == 0) {
     const std::string path = save_checkpoint(dir, step, keep, [&](torch::serialize::OutputArchive& a) {
       for (const auto& p : model.named_parameters()) a.write("model." + p.key(), p.value());
@@ -46,6 +73,9 @@ void checkpoint(const std::string& dir, int64_t step, const SamplerState& sample
       // Nothing in this trainer draws from it after the start, but a model with dropout would:
       // resuming must continue its random stream, not restart it.
       a.write("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
+      // The rebuilt buckets, flattened as [count, size, indices..., size, indices...]: a resumed
+      // run must sum in the same layout (Note [Rebuilding the buckets]).
+      if (ddp.rebuilt()) a.write("ddp.buckets", encode_buckets(ddp.bucket_assignment()));
     });
     log("checkpoint written: " + path);
   }
@@ -53,8 +83,9 @@ void checkpoint(const std::string& dir, int64_t step, const SamplerState& sample
 }
 
 int64_t resume(const std::string& dir, const torch::Device& device, const std::optional<SamplerState>& sampler,
-               torch::nn::Module& model, torch::optim::Optimizer& opt, Group& group) {
+               torch::nn::Module& model, torch::optim::Optimizer& opt, DistributedDataParallel& ddp, Group& group) {
   SamplerState saved;
+  std::optional<std::vector<std::vector<size_t>>> buckets;
   auto loaded = load_latest_checkpoint(dir, device, [&](torch::serialize::InputArchive& a) {
     torch::NoGradGuard no_grad;
     // A fresh tensor per read: read() into a defined tensor re-points that tensor instead.
@@ -72,7 +103,10 @@ int64_t resume(const std::string& dir, const torch::Device& device, const std::o
     gen.set_state(read("rng.cpu").cpu());
     saved.seed = static_cast<uint64_t>(read("sampler.seed").item<int64_t>());
     saved.steps_per_epoch = read("sampler.steps_per_epoch").item<int64_t>();
+    torch::Tensor flat;
+    if (a.try_read("ddp.buckets", flat)) buckets = decode_buckets(flat.cpu());  // absent: written before the rebuild
   });
+  if (buckets) ddp.restore_buckets(*buckets);
   if (loaded && sampler && (saved.seed != sampler->seed || saved.steps_per_epoch != sampler->steps_per_epoch)) {
     throw UsageError(loaded->path + " was written by a run with sampler seed " + std::to_string(saved.seed) + " and " +
                      std::to_string(saved.steps_per_epoch) + " steps per epoch; this run has seed " +

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "05_ddp/ddp.h"
 #include "05_ddp/options.h"
 #include "common/cli.h"
 #include "common/process_group.h"
@@ -31,7 +32,7 @@ struct SamplerState {
 // (atomically, keeping `keep`); then a barrier, so that no rank runs ahead of a checkpoint
 // that may still fail.
 void checkpoint(const std::string& dir, int64_t step, const SamplerState& sampler, int keep, torch::nn::Module& model,
-                torch::optim::Optimizer& opt, Group& group);
+                torch::optim::Optimizer& opt, const DistributedDataParallel& ddp, Group& group);
 
 // Every rank loads the newest readable checkpoint of `dir` onto its own device; the ranks then
 // check that they all resumed at the same step. To continue training, `sampler` is given: a
@@ -39,7 +40,7 @@ void checkpoint(const std::string& dir, int64_t step, const SamplerState& sample
 // with UsageError, as its step would point to other batches. To evaluate only, any will do
 // (std::nullopt). Returns the step the checkpoint was written at (0: none).
 int64_t resume(const std::string& dir, const torch::Device& device, const std::optional<SamplerState>& sampler,
-               torch::nn::Module& model, torch::optim::Optimizer& opt, Group& group);
+               torch::nn::Module& model, torch::optim::Optimizer& opt, DistributedDataParallel& ddp, Group& group);
 
 // --reset: rank 0 deletes the checkpoints an earlier run left in `dir` (saying how many), then a
 // barrier. Starting over must not leave them to be resumed from later, newer-looking than ours.

@@ -9,7 +9,9 @@ venv=${DDP_VENV:-$root/.venv}
 build=$root/build-$flavour
 case $flavour in
   cpu)  prefix=/usr/lib/x86_64-linux-gnu/cmake/Torch
-        extra=(-DDDP_REFERENCE_PYTHON=/usr/bin/python3) ;;  # Debian's python3-torch: the same 1.13
+        # Debian's python3-torch: the same 1.13. The real-Slurm tests run 06_slurm/cpu_gloo.sbatch,
+        # which runs this build's 05_ddp.
+        extra=(-DDDP_REFERENCE_PYTHON=/usr/bin/python3 -DDDP_SLURM_TESTS=ON) ;;
   cuda) prefix=$("$venv/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null | tail -n 1)
         export CUDACXX=${CUDACXX:-/usr/local/cuda/bin/nvcc}
         extra=(-DCUDAToolkit_ROOT=/usr/local/cuda -DDDP_TORCHRUN_PYTHON="$venv/bin/python"
@@ -30,5 +32,5 @@ if ! cmake -S "$root" -B "$build" -DCMAKE_PREFIX_PATH="$prefix" "${extra[@]}" > 
   echo "configure FAILED for flavour $flavour" >&2
   exit 1
 fi
-[ "$first" = yes ] && { grep -E "^-- (LibTorch|Gloo|CUDA|NCCL|torchrun|Python reference|TensorBoard)" "$build/configure.log" || true; }
+[ "$first" = yes ] && { grep -E "^-- (LibTorch|Gloo|CUDA|NCCL|torchrun|Python reference|TensorBoard|Slurm)" "$build/configure.log" || true; }
 cmake --build "$build" -j2 ${1:+--target "$@"}

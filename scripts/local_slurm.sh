@@ -61,7 +61,7 @@ write_config() {
   # munged refuses a socket folder others cannot enter; the key folder must be private.
   chmod 0755 "$dir" "$dir/munge"
   chmod 0700 "$dir/key"
-  rm -rf "${dir:?}"/state/* "${dir:?}"/spool/*  # a fresh controller: job ids start at 1 again
+  rm -rf "${dir:?}"/state/* "${dir:?}"/spool/*  # a fresh controller, no jobs of an earlier session
   [ -s "$dir/key/munge.key" ] || dd if=/dev/urandom of="$dir/key/munge.key" bs=1024 count=1 status=none
   chmod 0600 "$dir/key/munge.key"
   local ctld_port node_port mem_mb
@@ -102,6 +102,9 @@ MpiDefault=none
 MailProg=/bin/true
 ReturnToService=2
 JobRequeue=1
+# A fresh controller would count job ids from 1 again, and a job would find (and resume from) the
+# checkpoints of an earlier session's job of the same id: start from a number taken from the clock.
+FirstJobId=$(( $(date +%s) % 60000000 + 1000 ))
 InactiveLimit=0
 MinJobAge=600
 KillWait=5

@@ -10,6 +10,18 @@ flavours=${DDP_FLAVOURS:-cpu cuda}
 
 "$root/scripts/setup.sh" $flavours
 status=0
+# A throw-away Slurm for chapter 06's tests (label slurm), stopped again when this script ends.
+# Without root or namespaces they skip, and say why.
+if [[ " $flavours " == *" cpu "* ]]; then
+  if why=$("$root/scripts/local_slurm.sh" up 2>&1); then
+    echo "$why"
+    eval "$("$root/scripts/local_slurm.sh" env)"
+    trap '"$root/scripts/local_slurm.sh" down >/dev/null 2>&1 || true' EXIT
+  else
+    echo "$why"
+    export DDP_SLURM_UNAVAILABLE="${why//$'\n'/ }"
+  fi
+fi
 for f in $flavours; do
   echo "== [$f] build"
   start=$SECONDS
@@ -19,7 +31,7 @@ for f in $flavours; do
     echo "== [$f] build FAILED (full log: $log)"
     exit 1
   fi
-  grep -E "^-- (LibTorch|Gloo|CUDA|NCCL|torchrun|Python reference|TensorBoard)" "$log" || true
+  grep -E "^-- (LibTorch|Gloo|CUDA|NCCL|torchrun|Python reference|TensorBoard|Slurm)" "$log" || true
   echo "== [$f] built in $((SECONDS - start)) s"
   echo "== [$f] test"
   (cd "$root/build-$f" && ctest --output-on-failure -j2 --timeout 300) || status=1

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -31,14 +32,28 @@ bool steers_ranks(const std::string& name) {
   return name.rfind("SLURM_", 0) == 0 || name.rfind("TORCHELASTIC_", 0) == 0;
 }
 
-std::string read_file(const std::string& path) {
+}  // namespace
+
+std::string read_text(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
 }
 
-}  // namespace
+std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::set<std::string> fingerprints(const std::string& output) {
+  std::set<std::string> prints;
+  const std::regex pattern("params fingerprint ([0-9a-f]{16})");
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), pattern); it != std::sregex_iterator(); ++it) {
+    prints.insert((*it)[1]);
+  }
+  return prints;
+}
 
 std::string bin(const std::string& name) { return std::string(DDP_BIN_DIR) + "/" + name; }
 
@@ -129,7 +144,7 @@ std::vector<ProcResult> run_all(const std::vector<ProcSpec>& specs, double deadl
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  for (size_t i = 0; i < specs.size(); ++i) results[i].output = read_file(dir + "/" + std::to_string(i) + ".log");
+  for (size_t i = 0; i < specs.size(); ++i) results[i].output = read_text(dir + "/" + std::to_string(i) + ".log");
   std::system(("rm -rf " + dir).c_str());
   return results;
 }

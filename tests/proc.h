@@ -1,6 +1,7 @@
 // defines: run real processes with a deadline and capture what they print (for multi-rank tests).
 #pragma once
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,5 +37,11 @@ int free_port();
 std::string temp_dir();
 // How often `needle` occurs in `hay`.
 int count(const std::string& hay, const std::string& needle);
+// a followed by b.
+std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& b);
+// A whole file ("" if missing).
+std::string read_text(const std::string& path);
+// Every distinct "params fingerprint <16 hex>" the trainer printed in `output`.
+std::set<std::string> fingerprints(const std::string& output);
 
 }  // namespace ddp_test

@@ -28,13 +28,7 @@ std::string expect_checks_passed(const ProcResult& r, int world) {
   EXPECT_EQ(count(r.output, "<= 1e-05: OK"), world) << r.output;
   EXPECT_EQ(count(r.output, "check: the loss went down: "), world) << r.output;
   EXPECT_EQ(count(r.output, "FAILED"), 0) << r.output;
-  std::set<std::string> prints;
-  std::smatch m;
-  std::string rest = r.output;
-  while (std::regex_search(rest, m, std::regex("params fingerprint ([0-9a-f]{16})"))) {
-    prints.insert(m[1]);
-    rest = m.suffix();
-  }
+  const std::set<std::string> prints = fingerprints(r.output);
   EXPECT_EQ(prints.size(), 1u) << r.output;
   return prints.empty() ? "" : *prints.begin();
 }

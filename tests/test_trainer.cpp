@@ -31,26 +31,11 @@ ProcResult trainer(int world, const std::vector<std::string>& args, double deadl
   return run_one(s, deadline_s);
 }
 
-std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 // The fingerprint every rank printed (they must agree), or "" if none.
 std::string fingerprint(const ProcResult& r) {
-  std::set<std::string> prints;
-  std::smatch m;
-  std::string rest = r.output;
-  while (std::regex_search(rest, m, std::regex("params fingerprint ([0-9a-f]{16})"))) prints.insert(m[1]), rest = m.suffix();
+  const std::set<std::string> prints = fingerprints(r.output);
   EXPECT_EQ(prints.size(), 1u) << r.output;
   return prints.empty() ? "" : *prints.begin();
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // The last line of metrics.jsonl whose kind is `kind`.

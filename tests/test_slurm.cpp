@@ -1,0 +1,317 @@
+// Chapter 06: the submitter's scripts and refusals, the simulated cluster (--local), a drilled
+// preemption, and (label `slurm`) the batch scripts under a real Slurm started by scripts/test.sh.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <regex>
+#include <thread>
+
+#include "common/command.h"
+#include "common/error_file.h"
+#include "proc.h"
+
+using namespace ddp_test;
+
+namespace {
+
+// A small run: 4096 training images, 32 per rank per step: 32 steps per epoch at 4 ranks, and
+// `steps` of them in all (about 8 steps a second here at 4 ranks on 2 cores).
+std::vector<std::string> small_run(int steps) {
+  return {"--train-samples", "4096", "--test-samples", "1000", "--batch-size", "32", "--warmup-steps", "5", "--epochs", "1000",
+          "--max-steps", std::to_string(steps), "--log-every", "10", "--timeout", "30"};
+}
+
+// The same training as 4 ranks of 05_ddp on one machine, without any scheduler: the reference
+// every Slurm run must end at, bit for bit.
+std::string uninterrupted_fingerprint(int steps) {
+  const std::string out = temp_dir();
+  auto r = run_one({plus({"05_ddp", "--nproc-per-node", "4", "--out", out}, small_run(steps))}, 240);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::system(("rm -rf " + out).c_str());
+  const auto prints = fingerprints(r.output);
+  EXPECT_EQ(prints.size(), 1u) << r.output;
+  return prints.empty() ? "none" : *prints.begin();
+}
+
+ProcResult submitter(const std::vector<std::string>& args, double deadline_s = 60) {
+  return run_one({plus({"06_slurm"}, args)}, deadline_s);
+}
+
+// Every #SBATCH line carries a comment saying why.
+void expect_commented(const std::string& script) {
+  std::istringstream in(script);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("#SBATCH", 0) != 0) continue;
+    ++n;
+    EXPECT_NE(line.find(" # "), std::string::npos) << "uncommented: " << line;
+  }
+  EXPECT_GE(n, 6) << script;
+}
+
+}  // namespace
+
+// ---- the submitter: scripts from flags, refusals ----
+
+TEST(SlurmSubmitter, WritesACommentedScriptFromItsFlags) {
+  const std::string out = temp_dir();
+  auto r = submitter({"--nodes", "3", "--tasks-per-node", "2", "--partition", "debug", "--time", "1:30:00", "--nodelist",
+                      "n[1-3]", "--sbatch", "--exclusive", "--out-dir", out, "--", "--model", "cnn", "--epochs", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const std::string& want : std::vector<std::string>{"#SBATCH --nodes=3 ", "#SBATCH --ntasks-per-node=2 ", "world size 6", "#SBATCH --partition=debug ", "#SBATCH --time=1:30:00 ",
+        "#SBATCH --nodelist=n[1-3] ", "#SBATCH --signal=USR2@90 ", "#SBATCH --requeue ", "#SBATCH --open-mode=append ",
+        "#SBATCH --exclusive ", "#SBATCH --output=" + out + "/%x-%j.out ",
+        "srun " + bin("05_ddp") + " --backend gloo --out " + out + "/$SLURM_JOB_ID --requeue-signal USR2 --model cnn --epochs 1\n"}) {
+    EXPECT_NE(r.output.find(want), std::string::npos) << "missing '" << want << "' in\n" << r.output;
+  }
+  expect_commented(r.output);
+  // The script stops with a clear message when run outside a job.
+  const std::string script = out + "/job.sbatch";
+  ASSERT_EQ(submitter({"--script-out", script, "--out-dir", out}).exit_code, 0);
+  auto outside = run_one({{"/bin/bash", script}}, 30);
+  EXPECT_EQ(outside.exit_code, 2) << outside.output;
+  EXPECT_NE(outside.output.find("a Slurm batch script: submit it with sbatch"), std::string::npos) << outside.output;
+  std::system(("rm -rf " + out).c_str());
+}
+
+TEST(SlurmSubmitter, GpuJobsGetOneTaskPerGpuAndNccl) {
+  auto r = submitter({"--nodes", "2", "--gpus-per-node", "4", "--out-dir", temp_dir()});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("#SBATCH --gpus-per-node=4 "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("#SBATCH --ntasks-per-node=4 "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("one task (rank) per GPU: world size 8"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--backend nccl"), std::string::npos) << r.output;
+}
+
+TEST(SlurmSubmitter, BadFlagsAreRefusedWithExit2AndTheReason) {
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--time", "abc"}, "--time 'abc': expected M, M:S, H:M:S"},
+      {{"--time", "0"}, "must be more than 0"},
+      {{"--time", "1-2:3:4:5"}, "too many fields"},
+      {{"--signal", "FOO@90"}, "unknown preemption signal 'FOO'"},
+      {{"--signal", "USR2@soon"}, "the seconds after @ must be a number"},
+      {{"--signal", "USR2"}, "expected SIGNAL@SECONDS"},
+      {{"--time", "1", "--signal", "USR2@90"}, "would come before the job starts"},
+      {{"--nodes", "0"}, "--nodes"},
+      {{"--gpus-per-node", "4", "--tasks-per-node", "2"}, "one task per GPU"},
+      {{"--follow"}, "--follow follows a job that --submit submitted"},
+      {{"--nodelist", "n[1-"}, "malformed Slurm node list 'n[1-'"},
+      {{"--local", "--gpus-per-node", "1"}, "--local runs the ranks on this machine's CPU"},
+      {{"--trainer", "/nonexistent/05_ddp"}, "the trainer /nonexistent/05_ddp is not there"},
+      {{"--no-such-flag"}, "no-such-flag"},
+  };
+  for (const auto& [args, why] : cases) {
+    auto r = submitter(plus(args, {"--out-dir", "/tmp"}));
+    EXPECT_EQ(r.exit_code, 2) << testing::PrintToString(args) << ": " << r.output;
+    EXPECT_NE(r.output.find(why), std::string::npos) << testing::PrintToString(args) << ": " << r.output;
+  }
+}
+
+TEST(SlurmBatchScripts, EachLineIsCommentedAndOutsideAJobTheyStopWithAMessage) {
+  for (const std::string name : {"cpu_gloo", "gpu_one_node", "gpu_multi_node"}) {
+    const std::string path = std::string(DDP_SOURCE_DIR) + "/06_slurm/" + name + ".sbatch";
+    const std::string text = read_text(path);
+    ASSERT_FALSE(text.empty()) << path;
+    expect_commented(text);
+    EXPECT_NE(text.find("#SBATCH --signal=USR2@"), std::string::npos) << path;
+    EXPECT_NE(text.find("--requeue-signal USR2"), std::string::npos) << path;  // the trainer listens for what Slurm sends
+    auto r = run_one({{"/bin/bash", path}}, 30);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("submit it with 'sbatch 06_slurm/" + name + ".sbatch' from the repository's root"), std::string::npos)
+        << r.output;
+  }
+}
+
+// ---- the simulated cluster: 06_slurm --local ----
+
+TEST(SlurmLocal, TwoNodesTimesTwoTasksTrainToTheSameParametersAsOneMachine) {
+  const std::string out = temp_dir();
+  auto r = submitter(plus({"--local", "--nodes", "2", "--tasks-per-node", "2", "--out-dir", out, "--"}, small_run(40)), 240);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("running: 4 tasks on 127.0.0.[1-2], tasks per node 2(x2)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[rank 0/4] check: every rank holds the same parameters: OK"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ended: COMPLETED after 0 requeue(s)"), std::string::npos) << r.output;
+  // Each task found its rank in SLURM_PROCID and rank 0's address as the first host of the list.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("simulated Slurm: job ([0-9]+)"))) << r.output;
+  const std::string rank3 = read_text(out + "/" + m[1].str() + "/rank3.log");
+  EXPECT_NE(rank3.find("[rank 3/4]"), std::string::npos) << rank3;
+  const auto prints = fingerprints(r.output);
+  ASSERT_EQ(prints.size(), 1u) << r.output;
+  EXPECT_EQ(*prints.begin(), uninterrupted_fingerprint(40));
+  std::system(("rm -rf " + out).c_str());
+}
+
+TEST(SlurmLocal, ADrilledPreemptionRequeuesAndResumesBitIdentically) {
+  // The drill sends SIGUSR2 3 s into training; the trainer checkpoints, calls `scontrol requeue`
+  // (the simulator's stand-in), exits 75; the job runs again with SLURM_RESTART_COUNT=1 and resumes.
+  const std::string out = temp_dir();
+  auto r = submitter(plus({"--local", "--nodes", "2", "--tasks-per-node", "2", "--out-dir", out, "--"},
+                          plus(small_run(100), {"--drill-after", "3"})),
+                     300);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("preempted: SIGUSR2 received; stopped after step ([0-9]+) with its "
+                                                        "checkpoint written; requeueing Slurm job ([0-9]+) \\(restart 0\\)")))
+      << r.output;
+  const std::string step = m[1], job = m[2];
+  EXPECT_LT(std::stoi(step), 100) << "the drill came after training had ended: make the run longer\n" << r.output;
+  EXPECT_NE(r.output.find("job " + job + " requeued: starting again in 2s with SLURM_RESTART_COUNT=1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("resumed from " + out + "/" + job + "/checkpoints/ckpt-" + std::string(9 - step.size(), '0') + step +
+                          ".pt at step " + step),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("ended: COMPLETED after 1 requeue(s)"), std::string::npos) << r.output;
+  const auto prints = fingerprints(r.output);
+  ASSERT_EQ(prints.size(), 1u) << r.output;  // printed once, at the end of the resumed run
+  EXPECT_EQ(*prints.begin(), uninterrupted_fingerprint(100));
+  std::system(("rm -rf " + out).c_str());
+}
+
+TEST(SlurmLocal, AJobWithoutAWarningSignalEndsInTimeoutAndSaysSo) {
+  const std::string out = temp_dir();
+  auto r = submitter(plus({"--local", "--nodes", "1", "--tasks-per-node", "2", "--time", "0:08", "--signal", "none", "--out-dir",
+                           out, "--"},
+                          small_run(100000)),
+                     120);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("CANCELLED DUE TO TIME LIMIT (0:08)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ended: TIMEOUT after 0 requeue(s): it hit its time limit with no warning signal"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("preempted"), std::string::npos) << r.output;
+  std::system(("rm -rf " + out).c_str());
+}
+
+TEST(SlurmLocal, TheWarningSignalBeforeTheLimitEndsInARequeueNotATimeout) {
+  // 0:30 with USR2@20: the warning 10 s into each run, and 200 steps take longer than that
+  // (about 25 s here). Whatever the number of requeues this machine's speed makes (each run gets
+  // further), the job completes at the reference.
+  const std::string out = temp_dir();
+  auto r = submitter(plus({"--local", "--nodes", "2", "--tasks-per-node", "2", "--time", "0:30", "--signal", "USR2@20",
+                           "--out-dir", out, "--"},
+                          small_run(200)),
+                     400);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("20 s before the time limit: sending SIGUSR2 to every task"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("preempted: SIGUSR2 received"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("TIME LIMIT"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ended: COMPLETED"), std::string::npos) << r.output;
+  const auto prints = fingerprints(r.output);
+  ASSERT_EQ(prints.size(), 1u) << r.output;
+  EXPECT_EQ(*prints.begin(), uninterrupted_fingerprint(200));
+  std::system(("rm -rf " + out).c_str());
+}
+
+// ---- a real Slurm (label `slurm`): scripts/test.sh starts it with scripts/local_slurm.sh ----
+
+namespace {
+
+// Why the real-Slurm tests cannot run here, or "" when they can.
+std::string slurm_skip_reason() {
+  if (const char* why = std::getenv("DDP_SLURM_UNAVAILABLE")) return std::string("no local Slurm: ") + why;
+  if (!std::getenv("SLURM_CONF")) return "no Slurm: SLURM_CONF is not set (scripts/test.sh starts one as root with scripts/local_slurm.sh)";
+  auto r = ddp::run_command({"sinfo", "-h", "-N", "-o", "%N %T"}, 20);
+  if (r.exit_code != 0) return "no Slurm answers (sinfo: " + r.output + ")";
+  if (ddp_test::count(r.output, "idle") + ddp_test::count(r.output, "mix") + ddp_test::count(r.output, "alloc") < 2) {
+    return "the local Slurm has fewer than 2 nodes up: " + r.output;
+  }
+  return "";
+}
+
+std::string job_field(const std::string& id, const std::string& key) {
+  auto r = ddp::run_command({"scontrol", "show", "job", "-o", id}, 20);
+  std::smatch m;
+  if (!std::regex_search(r.output, m, std::regex(key + "=([^ ]*)"))) return "";
+  return m[1];
+}
+
+// sbatch from the repository's root, as the scripts expect; the job's log into `out`.
+std::string sbatch(const std::string& out, const std::vector<std::string>& trainer_args) {
+  std::string cmd = "cd " + std::string(DDP_SOURCE_DIR) + " && sbatch --parsable --output=" + out + "/%x-%j.out 06_slurm/cpu_gloo.sbatch";
+  for (const auto& a : trainer_args) cmd += " " + a;
+  auto r = ddp::run_command({"/bin/bash", "-c", cmd}, 30);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return r.output.substr(0, r.output.find_first_of(";\n"));
+}
+
+// Waits for the job to leave the queue; returns its final state.
+std::string wait_for_end(const std::string& id, double deadline_s) {
+  const double t0 = ddp::monotonic_seconds();
+  while (ddp::monotonic_seconds() - t0 < deadline_s) {
+    const std::string st = job_field(id, "JobState");
+    if (st != "PENDING" && st != "RUNNING" && st != "CONFIGURING" && st != "COMPLETING" && st != "REQUEUED") return st;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  ddp::run_command({"scancel", id}, 20);
+  return "still running after " + std::to_string(deadline_s) + " s (cancelled)";
+}
+
+}  // namespace
+
+#define SKIP_WITHOUT_SLURM()                                             \
+  do {                                                                   \
+    if (const std::string why = slurm_skip_reason(); !why.empty()) GTEST_SKIP() << why; \
+  } while (0)
+
+TEST(Slurm, GlooScriptOnTwoNodesTimesTwoTasksTrainsToCompletion) {
+  SKIP_WITHOUT_SLURM();
+  const std::string out = temp_dir();
+  const std::string id = sbatch(out, plus(small_run(40), {"--out", out + "/run"}));
+  EXPECT_EQ(wait_for_end(id, 240), "COMPLETED");
+  const std::string log = read_text(out + "/ddp-cpu-" + id + ".out");
+  EXPECT_NE(log.find("job " + id + " (restart 0) on node[1-2], tasks per node 2(x2)"), std::string::npos) << log;
+  EXPECT_NE(log.find("[rank 0/4] check: every rank holds the same parameters: OK"), std::string::npos) << log;
+  // Every rank kept its own log in the run folder, rank 3 (on node2) too.
+  EXPECT_NE(read_text(out + "/run/rank3.log").find("[rank 3/4]"), std::string::npos);
+  const auto prints = fingerprints(log);
+  ASSERT_EQ(prints.size(), 1u) << log;
+  EXPECT_EQ(*prints.begin(), uninterrupted_fingerprint(40));
+  std::system(("rm -rf " + out).c_str());
+}
+
+TEST(Slurm, ARequeuedJobResumesFromItsCheckpointBitIdentically) {
+  SKIP_WITHOUT_SLURM();
+  const std::string out = temp_dir();
+  const std::string id = sbatch(out, plus(small_run(100), {"--out", out + "/run"}));
+  // Once rank 0 has logged step 20, send the warning signal as Slurm would before the limit.
+  const double t0 = ddp::monotonic_seconds();
+  while (read_text(out + "/run/rank0.log").find("step 20/") == std::string::npos && ddp::monotonic_seconds() - t0 < 120) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  auto sig = ddp::run_command({"scancel", "--signal=USR2", id}, 20);
+  EXPECT_EQ(sig.exit_code, 0) << sig.output;
+  EXPECT_EQ(wait_for_end(id, 300), "COMPLETED");
+  EXPECT_EQ(job_field(id, "Restarts"), "1");
+  const std::string log = read_text(out + "/ddp-cpu-" + id + ".out");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(log, m, std::regex("stopped after step ([0-9]+) with its checkpoint written; requeueing Slurm job " +
+                                                   id + " \\(restart 0\\)")))
+      << log;
+  const std::string step = m[1];
+  EXPECT_NE(log.find("job " + id + " (restart 1) on node[1-2]"), std::string::npos) << log;
+  EXPECT_NE(log.find("resumed from " + out + "/run/checkpoints/ckpt-" + std::string(9 - step.size(), '0') + step + ".pt at step " +
+                     step),
+            std::string::npos)
+      << log;
+  const auto prints = fingerprints(log);
+  ASSERT_EQ(prints.size(), 1u) << log;
+  EXPECT_EQ(*prints.begin(), uninterrupted_fingerprint(100));
+  std::system(("rm -rf " + out).c_str());
+}
+
+TEST(Slurm, AJobThatHitsItsTimeLimitWithoutTheSignalIsReportedAsTimeout) {
+  SKIP_WITHOUT_SLURM();
+  // Submitted and followed by 06_slurm itself: one minute, no warning signal, endless training.
+  const std::string out = temp_dir();
+  auto r = run_one({{"/bin/bash", "-c",
+                     "cd " + std::string(DDP_SOURCE_DIR) + " && SLURM_CONF=" + std::getenv("SLURM_CONF") + " " + bin("06_slurm") +
+                         " --nodes 1 --tasks-per-node 1 --time 1 --signal none --submit --follow --out-dir " + out +
+                         " -- --train-samples 512 --batch-size 8 --epochs 100000 --log-every 1000"}},
+                   300);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(": TIMEOUT (exit "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("it hit its time limit (1) and was killed, SIGTERM then SIGKILL; no warning signal was requested"),
+            std::string::npos)
+      << r.output;
+  std::system(("rm -rf " + out).c_str());
+}

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Sets up, builds (CPU/Gloo) and runs the course so far (01-05), each chapter at world size 2.
+# Sets up, builds (CPU/Gloo) and runs the course (01-06), each chapter at world size 2.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh" cpu
 log=$(mktemp)
-"$root/scripts/build.sh" cpu 01_join_group 02_spawn 03_manual_allreduce 04_grad_hooks 05_ddp > "$log" 2>&1 || { cat "$log"; echo "build FAILED" >&2; exit 1; }
+"$root/scripts/build.sh" cpu 01_join_group 02_spawn 03_manual_allreduce 04_grad_hooks 05_ddp 06_slurm > "$log" 2>&1 || { cat "$log"; echo "build FAILED" >&2; exit 1; }
 rm -f "$log"
 bin=$root/build-cpu
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -33,4 +33,10 @@ echo "== 05_ddp: our own DDP class training an MLP on Fashion-MNIST, 300 steps (
 "$bin/05_ddp" --nproc-per-node 2 --max-steps 300 --log-every 100 --reset --out "$root/runs/05_ddp" --timeout 30
 
 echo
-echo "== done: chapter 06 (Slurm) is coming next (see README.md)"
+echo "== 06_slurm: the same trainer as a Slurm job on a simulated 2-node cluster; the warning signal"
+echo "   8 s into each run makes it checkpoint and requeue itself until the 200 steps are done"
+"$bin/06_slurm" --local --nodes 2 --tasks-per-node 1 --time 0:20 --signal USR2@12 --out-dir "$root/runs/06_slurm" \
+  -- --max-steps 200 --log-every 100 --timeout 30
+
+echo
+echo "== done: the batch scripts for a real Slurm are in 06_slurm/ (see 06_slurm/README.md)"

@@ -19,6 +19,7 @@ struct JobSpec {
   int signal_before_s = 90;  // the warning comes this long before the limit
   bool no_signal = false;    // --signal none: no warning, as an unprepared job
   std::vector<std::string> extra_lines;  // more #SBATCH options, verbatim
+  int max_requeue = 5;                   // --local: requeues before the job is held (MaxBatchRequeue)
   std::string trainer;                   // absolute path of 05_ddp
   std::string out_dir;                   // absolute: job logs and <job id>/ of the trainer
   std::string submit_dir;                // absolute: where the job starts (--chdir)

@@ -40,11 +40,12 @@ namespace ddp {
 //   * Requeue: `scontrol` on the tasks' PATH is this program under another name; `scontrol requeue`
 //     leaves a note that the simulator reads: it stops what is left of the job (SIGTERM, then
 //     SIGKILL) and starts it again 2 s later with SLURM_RESTART_COUNT=1, 2, ... (real Slurm: after
-//     about 10 s to 2 min), at most 5 times (Slurm's MaxBatchRequeue).
+//     about 10 s to 2 min), at most --max-requeue times (default 5, as Slurm's MaxBatchRequeue).
+//   * Ctrl-C or SIGTERM to the simulator cancels the job as scancel would: SIGTERM to every task,
+//     SIGKILL KillWait later; no task outlives it.
 namespace {
 
 constexpr double kKillWait = 5, kRequeueDelay = 2;
-constexpr int kMaxRequeue = 5;
 constexpr const char* kSimDirVar = "DDP_SLURM_LOCAL_DIR";
 
 bool steered_by_caller(const std::string& name) {
@@ -102,6 +103,17 @@ std::string run_once(const JobSpec& spec, int job_id, int restart, const std::st
   if (restart > 0) base.push_back("SLURM_RESTART_COUNT=" + std::to_string(restart));  // as Slurm: unset at first
 
   const std::vector<std::string> cmd = spec.task_command(job);
+  // SIGINT/SIGTERM to the simulator cancel the job, as scancel would: they are blocked here and
+  // read in the watch loop below, and unblocked again in every task.
+  sigset_t cancel, previous;
+  sigemptyset(&cancel);
+  sigaddset(&cancel, SIGINT);
+  sigaddset(&cancel, SIGTERM);
+  sigprocmask(SIG_BLOCK, &cancel, &previous);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setsigmask(&attr, &previous);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
   std::vector<Task> tasks(spec.world());
   for (int r = 0; r < spec.world(); ++r) {
     Task& t = tasks[r];
@@ -118,7 +130,7 @@ std::string run_once(const JobSpec& spec, int job_id, int restart, const std::st
     for (auto& kv : env) envp.push_back(kv.data());
     envp.push_back(nullptr);
     std::fflush(nullptr);
-    const int err = ::posix_spawn(&t.pid, cmd[0].c_str(), nullptr, nullptr, argv.data(), envp.data());
+    const int err = ::posix_spawn(&t.pid, cmd[0].c_str(), nullptr, &attr, argv.data(), envp.data());
     if (err != 0) throw UsageError("cannot start " + cmd[0] + ": " + std::strerror(err));
   }
   log("job " + job + (restart ? " (restart " + std::to_string(restart) + ")" : "") + " running: " + std::to_string(spec.world()) +
@@ -128,7 +140,8 @@ std::string run_once(const JobSpec& spec, int job_id, int restart, const std::st
   // Watch, as slurmctld and slurmstepd would: the warning, the limit, a requeue, the tasks' ends.
   const double t0 = monotonic_seconds();
   const std::string requeue_note = sim_dir + "/requeue";
-  bool warned = spec.no_signal, terminated = false, requeued = false;
+  posix_spawnattr_destroy(&attr);
+  bool warned = spec.no_signal, terminated = false, requeued = false, cancelled = false;
   double kill_at = INFINITY;
   int alive = spec.world();
   auto signal_all = [&](int sig) {
@@ -137,8 +150,16 @@ std::string run_once(const JobSpec& spec, int job_id, int restart, const std::st
     }
   };
   while (alive > 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const timespec tick{0, 50'000'000};
+    const int sig = sigtimedwait(&cancel, nullptr, &tick);
     const double t = monotonic_seconds() - t0;
+    if ((sig == SIGINT || sig == SIGTERM) && !cancelled) {
+      cancelled = true;
+      log_error("job " + job + ": " + strsignal(sig) + " received: cancelling it (SIGTERM to every task, SIGKILL " +
+                seconds(kKillWait) + " later)");
+      signal_all(SIGTERM);
+      kill_at = std::min(kill_at, t + kKillWait);
+    }
     if (!warned && t >= spec.time_s - spec.signal_before_s) {
       warned = true;
       log("job " + job + ": " + std::to_string(spec.signal_before_s) + " s before the time limit: sending SIG" + spec.signal + " to every task");
@@ -163,6 +184,8 @@ std::string run_once(const JobSpec& spec, int job_id, int restart, const std::st
     }
   }
   ::unlink(requeue_note.c_str());
+  sigprocmask(SIG_SETMASK, &previous, nullptr);
+  if (cancelled) return "CANCELLED";
   if (requeued && !terminated) return "REQUEUED";
   if (terminated) return "TIMEOUT";
   for (const Task& task : tasks) {
@@ -198,7 +221,7 @@ int run_local(const JobSpec& spec) {
   for (;; ++restart) {
     state = run_once(spec, job_id, restart, sim_dir);
     if (state != "REQUEUED") break;
-    if (restart + 1 > kMaxRequeue) {
+    if (restart + 1 > spec.max_requeue) {
       state = "REQUEUE_HOLD";
       break;
     }
@@ -217,7 +240,10 @@ int run_local(const JobSpec& spec) {
   log_error(summary + (state == "TIMEOUT" ? (spec.no_signal ? ": it hit its time limit with no warning signal, so it could not "
                                                               "checkpoint; ask for one with --signal USR2@90"
                                                             : ": it hit its time limit")
-                                          : state == "REQUEUE_HOLD" ? ": requeued more than 5 times" : ""));
+                                          : state == "REQUEUE_HOLD"
+                                              ? ": it asked for a requeue once more than --max-requeue " + std::to_string(spec.max_requeue) +
+                                                    " allows; its checkpoints are kept"
+                                              : ""));
   return kExitFailure;
 }
 

@@ -34,15 +34,22 @@ std::vector<std::string> split_items(const std::string& list) {
   return items;
 }
 
+// "a,,b" -> "a" "" "b": every piece, empty ones too, for the callers to refuse.
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> pieces;
+  size_t start = 0;
+  for (size_t comma; (comma = text.find(',', start)) != std::string::npos; start = comma + 1) {
+    pieces.push_back(text.substr(start, comma - start));
+  }
+  pieces.push_back(text.substr(start));
+  return pieces;
+}
+
 // "01-03,7" -> 01 02 03 7
 std::vector<std::string> expand_ranges(const std::string& ranges, const std::string& list) {
   if (ranges.empty()) refuse("node list", list, "empty brackets");
   std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= ranges.size()) {
-    size_t comma = ranges.find(',', start);
-    if (comma == std::string::npos) comma = ranges.size();
-    const std::string range = ranges.substr(start, comma - start);
+  for (const std::string& range : split_commas(ranges)) {
     const size_t dash = range.find('-');
     const std::string lo = range.substr(0, dash), hi = dash == std::string::npos ? lo : range.substr(dash + 1);
     for (const std::string* n : {&lo, &hi}) {
@@ -60,7 +67,6 @@ std::vector<std::string> expand_ranges(const std::string& ranges, const std::str
       if (num.size() < lo.size()) num.insert(0, lo.size() - num.size(), '0');  // gpu[08-10]
       out.push_back(num);
     }
-    start = comma + 1;
   }
   return out;
 }
@@ -105,11 +111,7 @@ std::vector<int> expand_tasks_per_node(const std::string& spec) {
     return v;
   };
   std::vector<int> out;
-  size_t start = 0;
-  while (start <= spec.size()) {
-    size_t comma = spec.find(',', start);
-    if (comma == std::string::npos) comma = spec.size();
-    const std::string item = spec.substr(start, comma - start);
+  for (const std::string& item : split_commas(spec)) {
     const size_t paren = item.find('(');
     int times = 1;
     if (paren != std::string::npos) {  // "2(x3)": 2 tasks on each of 3 nodes
@@ -119,7 +121,6 @@ std::vector<int> expand_tasks_per_node(const std::string& spec) {
     const int count = number(item.substr(0, paren));
     if (out.size() + times > kMaxHosts) refuse("tasks per node", spec, "more than " + std::to_string(kMaxHosts) + " nodes");
     out.insert(out.end(), times, count);
-    start = comma + 1;
   }
   return out;
 }

@@ -52,11 +52,11 @@ Sourced<T> pick(const std::optional<T>& flag, const char* flag_name, std::option
 void check_slurm_task(const RankInfo& r, const EnvLookup& env) {
   if (r.rank.source != "env SLURM_PROCID") return;  // ranks come from elsewhere: Slurm only hosts us
   const auto ntasks = env_int(env, {"SLURM_NTASKS"});
-  const std::string job = env("SLURM_JOB_ID").value_or("?");
-  if (ntasks && ntasks->value > 1 && !env("SLURM_STEP_ID")) {
+  const std::string job = env("SLURM_JOB_ID").value_or("");
+  if (env("SLURM_JOB_ID") && ntasks && ntasks->value > 1 && !env("SLURM_STEP_ID")) {
     throw UsageError("this is the batch script of Slurm job " + job + " (SLURM_PROCID is set, SLURM_STEP_ID is not), not one of "
-                     "its tasks: start one task per rank with srun (see 06_slurm/*.sbatch); alone it would wait for " +
-                     std::to_string(ntasks->value - 1) + " ranks that never come");
+                     "its tasks: start one task per rank with srun (see 06_slurm/*.sbatch); alone it would wait for the other " +
+                     std::to_string(ntasks->value - 1) + " rank(s), which never come");
   }
   if (ntasks && r.world_size.value != ntasks->value) {
     throw UsageError("world size " + std::to_string(r.world_size.value) + " (from " + r.world_size.source +

@@ -33,10 +33,10 @@ echo "== 05_ddp: our own DDP class training an MLP on Fashion-MNIST, 300 steps (
 "$bin/05_ddp" --nproc-per-node 2 --max-steps 300 --log-every 100 --reset --out "$root/runs/05_ddp" --timeout 30
 
 echo
-echo "== 06_slurm: the same trainer as a Slurm job on a simulated 2-node cluster; the warning signal"
-echo "   8 s into each run makes it checkpoint and requeue itself until the 200 steps are done"
-"$bin/06_slurm" --local --nodes 2 --tasks-per-node 1 --time 0:20 --signal USR2@12 --out-dir "$root/runs/06_slurm" \
-  -- --max-steps 200 --log-every 100 --timeout 30
+echo "== 06_slurm: the same trainer as a Slurm job on a simulated 2-node cluster; a preemption drill"
+echo "   4 s into training makes it checkpoint and requeue itself, and the requeued job resumes"
+"$bin/06_slurm" --local --nodes 2 --tasks-per-node 1 --out-dir "$root/runs/06_slurm" \
+  -- --max-steps 200 --log-every 100 --drill-after 4 --timeout 30
 
 echo
 echo "== done: the batch scripts for a real Slurm are in 06_slurm/ (see 06_slurm/README.md)"

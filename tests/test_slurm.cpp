@@ -2,6 +2,8 @@
 // preemption, and (label `slurm`) the batch scripts under a real Slurm started by scripts/test.sh.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <cstdlib>
 #include <regex>
 #include <thread>
@@ -182,23 +184,45 @@ TEST(SlurmLocal, AJobWithoutAWarningSignalEndsInTimeoutAndSaysSo) {
   std::system(("rm -rf " + out).c_str());
 }
 
-TEST(SlurmLocal, TheWarningSignalBeforeTheLimitEndsInARequeueNotATimeout) {
-  // 0:30 with USR2@20: the warning 10 s into each run, and 200 steps take longer than that
-  // (about 25 s here). Whatever the number of requeues this machine's speed makes (each run gets
-  // further), the job completes at the reference.
+TEST(SlurmLocal, SigtermToTheSimulatorCancelsTheJobAndLeavesNoTaskBehind) {
   const std::string out = temp_dir();
-  auto r = submitter(plus({"--local", "--nodes", "2", "--tasks-per-node", "2", "--time", "0:30", "--signal", "USR2@20",
-                           "--out-dir", out, "--"},
-                          small_run(200)),
-                     400);
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("20 s before the time limit: sending SIGUSR2 to every task"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("preempted: SIGUSR2 received"), std::string::npos) << r.output;
-  EXPECT_EQ(r.output.find("TIME LIMIT"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("ended: COMPLETED"), std::string::npos) << r.output;
-  const auto prints = fingerprints(r.output);
-  ASSERT_EQ(prints.size(), 1u) << r.output;
-  EXPECT_EQ(*prints.begin(), uninterrupted_fingerprint(200));
+  ProcSpec s{plus({"06_slurm", "--local", "--nodes", "2", "--tasks-per-node", "1", "--out-dir", out, "--"}, small_run(100000))};
+  s.signal = SIGTERM, s.signal_after_s = 8;
+  auto r = run_one(s, 60);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("Terminated received: cancelling it (SIGTERM to every task"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ended: CANCELLED"), std::string::npos) << r.output;
+  // No trainer of this job is left: their command lines name its folder.
+  auto left = ddp::run_command({"pgrep", "-f", "--", "--out " + out}, 10);
+  EXPECT_EQ(left.exit_code, 1) << "still running: " << left.output;
+  std::system(("rm -rf " + out).c_str());
+}
+
+TEST(SlurmLocal, TheWarningSignalBeforeTheLimitMakesTheJobCheckpointAndAskForARequeue) {
+  // 0:20 with USR2@10: the warning 10 s into the run, whatever this machine's speed has reached
+  // by then; the training never ends by itself. With --max-requeue 0 the job is held at its first
+  // requeue instead of running again, so the test sees one warning and its consequences.
+  const std::string out = temp_dir();
+  auto r = submitter(plus({"--local", "--nodes", "2", "--tasks-per-node", "2", "--time", "0:20", "--signal", "USR2@10",
+                           "--max-requeue", "0", "--out-dir", out, "--"},
+                          small_run(100000)),
+                     120);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("10 s before the time limit: sending SIGUSR2 to every task"), std::string::npos) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("simulated Slurm: job ([0-9]+)"))) << r.output;
+  const std::string job = m[1];
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("preempted: SIGUSR2 received; stopped after step ([0-9]+) with its "
+                                                        "checkpoint written; requeueing Slurm job " + job)))
+      << r.output;
+  const std::string step = m[1];
+  EXPECT_EQ(read_text(out + "/" + job + "/checkpoints/ckpt-" + std::string(9 - step.size(), '0') + step + ".pt").empty(), false)
+      << "no checkpoint of step " << step;
+  EXPECT_NE(r.output.find("job " + job + ": requeue requested (scontrol requeue)"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("TIME LIMIT"), std::string::npos) << r.output;  // it stopped itself before the limit
+  EXPECT_NE(r.output.find("ended: REQUEUE_HOLD after 0 requeue(s): it asked for a requeue once more than --max-requeue 0 allows"),
+            std::string::npos)
+      << r.output;
   std::system(("rm -rf " + out).c_str());
 }
 

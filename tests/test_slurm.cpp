@@ -35,6 +35,16 @@ std::string uninterrupted_fingerprint(int steps) {
   return prints.empty() ? "none" : *prints.begin();
 }
 
+// The trainer printed one fingerprint, the one `steps` uninterrupted steps end at.
+void expect_reference_parameters(const std::string& output, int steps) {
+  const auto prints = fingerprints(output);
+  ASSERT_EQ(prints.size(), 1u) << output;
+  EXPECT_EQ(*prints.begin(), uninterrupted_fingerprint(steps)) << output;
+}
+
+// The checkpoint file of a step: ckpt-000000042.pt
+std::string ckpt_name(const std::string& step) { return "ckpt-" + std::string(9 - step.size(), '0') + step + ".pt"; }
+
 ProcResult submitter(const std::vector<std::string>& args, double deadline_s = 60) {
   return run_one({plus({"06_slurm"}, args)}, deadline_s);
 }
@@ -138,9 +148,7 @@ TEST(SlurmLocal, TwoNodesTimesTwoTasksTrainToTheSameParametersAsOneMachine) {
   ASSERT_TRUE(std::regex_search(r.output, m, std::regex("simulated Slurm: job ([0-9]+)"))) << r.output;
   const std::string rank3 = read_text(out + "/" + m[1].str() + "/rank3.log");
   EXPECT_NE(rank3.find("[rank 3/4]"), std::string::npos) << rank3;
-  const auto prints = fingerprints(r.output);
-  ASSERT_EQ(prints.size(), 1u) << r.output;
-  EXPECT_EQ(*prints.begin(), uninterrupted_fingerprint(40));
+  expect_reference_parameters(r.output, 40);
   std::system(("rm -rf " + out).c_str());
 }
 
@@ -159,14 +167,11 @@ TEST(SlurmLocal, ADrilledPreemptionRequeuesAndResumesBitIdentically) {
   const std::string step = m[1], job = m[2];
   EXPECT_LT(std::stoi(step), 100) << "the drill came after training had ended: make the run longer\n" << r.output;
   EXPECT_NE(r.output.find("job " + job + " requeued: starting again in 2s with SLURM_RESTART_COUNT=1"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("resumed from " + out + "/" + job + "/checkpoints/ckpt-" + std::string(9 - step.size(), '0') + step +
-                          ".pt at step " + step),
+  EXPECT_NE(r.output.find("resumed from " + out + "/" + job + "/checkpoints/" + ckpt_name(step) + " at step " + step),
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("ended: COMPLETED after 1 requeue(s)"), std::string::npos) << r.output;
-  const auto prints = fingerprints(r.output);
-  ASSERT_EQ(prints.size(), 1u) << r.output;  // printed once, at the end of the resumed run
-  EXPECT_EQ(*prints.begin(), uninterrupted_fingerprint(100));
+  expect_reference_parameters(r.output, 100);  // printed once, at the end of the resumed run
   std::system(("rm -rf " + out).c_str());
 }
 
@@ -216,7 +221,7 @@ TEST(SlurmLocal, TheWarningSignalBeforeTheLimitMakesTheJobCheckpointAndAskForARe
                                                         "checkpoint written; requeueing Slurm job " + job)))
       << r.output;
   const std::string step = m[1];
-  EXPECT_EQ(read_text(out + "/" + job + "/checkpoints/ckpt-" + std::string(9 - step.size(), '0') + step + ".pt").empty(), false)
+  EXPECT_EQ(read_text(out + "/" + job + "/checkpoints/" + ckpt_name(step)).empty(), false)
       << "no checkpoint of step " << step;
   EXPECT_NE(r.output.find("job " + job + ": requeue requested (scontrol requeue)"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("TIME LIMIT"), std::string::npos) << r.output;  // it stopped itself before the limit
@@ -287,9 +292,7 @@ TEST(Slurm, GlooScriptOnTwoNodesTimesTwoTasksTrainsToCompletion) {
   EXPECT_NE(log.find("[rank 0/4] check: every rank holds the same parameters: OK"), std::string::npos) << log;
   // Every rank kept its own log in the run folder, rank 3 (on node2) too.
   EXPECT_NE(read_text(out + "/run/rank3.log").find("[rank 3/4]"), std::string::npos);
-  const auto prints = fingerprints(log);
-  ASSERT_EQ(prints.size(), 1u) << log;
-  EXPECT_EQ(*prints.begin(), uninterrupted_fingerprint(40));
+  expect_reference_parameters(log, 40);
   std::system(("rm -rf " + out).c_str());
 }
 
@@ -313,13 +316,11 @@ TEST(Slurm, ARequeuedJobResumesFromItsCheckpointBitIdentically) {
       << log;
   const std::string step = m[1];
   EXPECT_NE(log.find("job " + id + " (restart 1) on node[1-2]"), std::string::npos) << log;
-  EXPECT_NE(log.find("resumed from " + out + "/run/checkpoints/ckpt-" + std::string(9 - step.size(), '0') + step + ".pt at step " +
+  EXPECT_NE(log.find("resumed from " + out + "/run/checkpoints/" + ckpt_name(step) + " at step " +
                      step),
             std::string::npos)
       << log;
-  const auto prints = fingerprints(log);
-  ASSERT_EQ(prints.size(), 1u) << log;
-  EXPECT_EQ(*prints.begin(), uninterrupted_fingerprint(100));
+  expect_reference_parameters(log, 100);
   std::system(("rm -rf " + out).c_str());
 }
 

@@ -9,6 +9,7 @@
 
 #include "common/errors.h"
 #include "common/log.h"
+#include "common/paths.h"
 #include "common/error_file.h"
 
 namespace ddp {
@@ -17,17 +18,6 @@ std::string percent(double fraction) {
   char b[32];
   std::snprintf(b, sizeof(b), "%.2f%%", 100 * fraction);
   return b;
-}
-
-void make_dirs(const std::string& dir) {
-  // Each prefix ending before a '/' (not the leading one of an absolute path), then the whole.
-  for (size_t at = dir.find('/', 1);; at = dir.find('/', at + 1)) {
-    const std::string part = dir.substr(0, at);
-    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) {
-      throw UsageError("cannot create the folder " + part + ": " + std::strerror(errno));
-    }
-    if (at == std::string::npos) break;
-  }
 }
 
 RunOutput::RunOutput(const std::string& dir, int rank) : checkpoints(dir + "/checkpoints"), rank_(rank) {

@@ -54,7 +54,4 @@ class Progress {
   int64_t timed_steps_ = -1;
 };
 
-// mkdir -p; UsageError naming the folder when it cannot.
-void make_dirs(const std::string& dir);
-
 }  // namespace ddp

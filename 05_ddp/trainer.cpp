@@ -12,6 +12,7 @@
 #include "common/checkpoint.h"
 #include "common/errors.h"
 #include "common/log.h"
+#include "common/paths.h"
 
 namespace ddp {
 namespace {
@@ -170,12 +171,7 @@ int relaunch_with_02_spawn(int argc, char** argv, int nproc, const CommonFlags& 
     throw UsageError("--world-size " + std::to_string(*flags.world_size) + " differs from --nproc-per-node " +
                      std::to_string(nproc) + " (one machine: they are the same)");
   }
-  char self[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) throw std::runtime_error(std::string("cannot find this program: ") + std::strerror(errno));
-  self[n] = 0;
-  std::string launcher = self;
-  launcher = launcher.substr(0, launcher.rfind('/') + 1) + "02_spawn";
+  const std::string self = this_program(), launcher = program_beside("02_spawn");
   if (::access(launcher.c_str(), X_OK) != 0) {
     throw UsageError("--nproc-per-node needs chapter 02's launcher at " + launcher +
                      " (build it), or start each rank yourself with --rank/--world-size");

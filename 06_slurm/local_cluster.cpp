@@ -18,6 +18,7 @@
 #include "common/errors.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "common/paths.h"
 #include "common/preemption.h"
 
 extern char** environ;
@@ -207,9 +208,7 @@ int run_local(const JobSpec& spec) {
   if (!::mkdtemp(tmpl)) throw std::runtime_error(std::string("mkdtemp: ") + std::strerror(errno));
   const std::string sim_dir = tmpl;
   ::mkdir((sim_dir + "/bin").c_str(), 0755);
-  char self[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0 || ::symlink(std::string(self, n).c_str(), (sim_dir + "/bin/scontrol").c_str()) != 0) {
+  if (::symlink(this_program().c_str(), (sim_dir + "/bin/scontrol").c_str()) != 0) {
     throw std::runtime_error("cannot place the stand-in scontrol in " + sim_dir + "/bin");
   }
   const int job_id = choose_job_id();

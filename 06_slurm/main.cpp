@@ -46,6 +46,7 @@
 #include "common/failure.h"
 #include "common/hostlist.h"
 #include "common/log.h"
+#include "common/paths.h"
 
 namespace {
 
@@ -215,18 +216,12 @@ int main(int argc, char** argv) {
     if (do_follow && !do_submit) throw ddp::UsageError("--follow follows a job that --submit submitted: add --submit");
     if (local && (do_submit || !script_out.empty())) throw ddp::UsageError("--local runs the job here: drop --submit/--script-out");
     if (!j.nodelist.empty()) ddp::expand_hostlist(j.nodelist);  // refuses a malformed list now, not in the queue
-    if (j.trainer.empty()) {
-      char self[4096];
-      const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-      const std::string me = n > 0 ? std::string(self, n) : "";
-      j.trainer = me.substr(0, me.rfind('/') + 1) + "05_ddp";
-    }
-    j.trainer = absolute(j.trainer);
+    j.trainer = absolute(j.trainer.empty() ? ddp::program_beside("05_ddp") : j.trainer);
     if (::access(j.trainer.c_str(), X_OK) != 0) throw ddp::UsageError("the trainer " + j.trainer + " is not there: build 05_ddp");
     j.out_dir = absolute(j.out_dir.empty() ? "runs/06_slurm" : j.out_dir);
     j.submit_dir = absolute("");
     // Slurm does not create the folder of --output: without it the job's log would be lost.
-    if (ddp::run_command({"mkdir", "-p", j.out_dir}, timeout_s).exit_code != 0) throw ddp::UsageError("cannot create " + j.out_dir);
+    ddp::make_dirs(j.out_dir);
 
     if (local) return ddp::run_local(j);
 

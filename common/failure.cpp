@@ -27,13 +27,15 @@ int guarded_main(const std::function<int()>& body) {
   try {
     return body();
   } catch (const UsageError& e) {
-    log_error(e.what());
+    // The error file first: a launcher that stops this process right after it printed the line
+    // (02_spawn stops the others when one fails) still finds the cause.
     write_error_file(e.what());
+    log_error(e.what());
     return kExitUsage;
   } catch (const std::exception& e) {
     const std::string cause = describe(e);
-    log_error(cause);
     write_error_file(cause);
+    log_error(cause);
     return kExitFailure;
   }
 }

@@ -116,12 +116,16 @@ TEST(SpawnFailure, SigtermToTheLauncherReachesTheWorkers) {
 }
 
 TEST(SpawnFailure, ExecModeCausesComeFromTheWorkersErrorFiles) {
-  // The program's own error reaches the table through TORCHELASTIC_ERROR_FILE.
-  auto r = run_one(spawn({"--world-size", "2", "--", bin("01_join_group"), "--world-size", "3", "--timeout", "1.5"}), 60);
+  // The program's own error reaches the table through TORCHELASTIC_ERROR_FILE. Both workers fail
+  // by themselves at about the same instant: --on-failure wait, so that the launcher's SIGTERM to
+  // the second one cannot cut its failure short (with "stop", whether its line is printed is a race).
+  auto r = run_one(spawn({"--world-size", "2", "--on-failure", "wait", "--", bin("01_join_group"), "--world-size", "3", "--timeout",
+                          "1.5"}),
+                   60);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   // Once in each rank's own error line, once more in each row of the table.
   EXPECT_EQ(count(r.output, "rank 2 never joined within 1.5s (world size 3; present: 0, 1)"), 4) << r.output;
-  auto missing = run_one(spawn({"--world-size", "2", "--", "/nonexistent/program"}), 30);
+  auto missing = run_one(spawn({"--world-size", "2", "--on-failure", "wait", "--", "/nonexistent/program"}), 30);
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
   EXPECT_EQ(count(missing.output, "cannot start '/nonexistent/program': No such file or directory"), 4) << missing.output;
 }

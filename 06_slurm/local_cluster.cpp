@@ -20,6 +20,7 @@
 #include "common/net.h"
 #include "common/paths.h"
 #include "common/preemption.h"
+#include "common/rank_env.h"
 
 extern char** environ;
 
@@ -34,7 +35,7 @@ namespace ddp {
 //   * The job id is chosen so that the port the trainer derives from it (15000 + id % 10000) is
 //     free right now.
 //   * Every task gets the variables srun sets (see run_local()), with an environment cleaned of
-//     the caller's RANK, MASTER_*, SLURM_* and torchrun's variables.
+//     the caller's RANK, MASTER_*, SLURM_*, torchrun's variables and GLOO_SOCKET_IFNAME.
 //   * The time limit: the warning signal (--signal SIG@S) S seconds before it, SIGTERM at it and
 //     SIGKILL KillWait (5 s) later; the job ends TIMEOUT. Real Slurm counts the limit in minutes
 //     and checks it about every 30 s; here it is exact to the second.
@@ -48,13 +49,6 @@ namespace {
 
 constexpr double kKillWait = 5, kRequeueDelay = 2;
 constexpr const char* kSimDirVar = "DDP_SLURM_LOCAL_DIR";
-
-bool steered_by_caller(const std::string& name) {
-  for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT"}) {
-    if (name == v) return true;
-  }
-  return name.rfind("SLURM_", 0) == 0 || name.rfind("TORCHELASTIC_", 0) == 0;
-}
 
 // A job id whose derived trainer port (15000 + id % 10000) is free now: as a scheduler hands out
 // ids, but never one whose port another job on this machine holds.
@@ -87,7 +81,7 @@ std::string run_once(const JobSpec& spec, int job_id, int restart, const std::st
   std::vector<std::string> base;
   for (char** e = environ; *e; ++e) {
     const std::string kv = *e;
-    if (!steered_by_caller(kv.substr(0, kv.find('='))) && kv.rfind("PATH=", 0) != 0) base.push_back(kv);
+    if (!steers_rank_resolution(kv.substr(0, kv.find('='))) && kv.rfind("PATH=", 0) != 0) base.push_back(kv);
   }
   const char* path = std::getenv("PATH");
   base.push_back("PATH=" + sim_dir + "/bin:" + (path ? path : "/usr/bin:/bin"));  // our scontrol first
@@ -116,6 +110,7 @@ std::string run_once(const JobSpec& spec, int job_id, int restart, const std::st
   posix_spawnattr_setsigmask(&attr, &previous);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
   std::vector<Task> tasks(spec.world());
+  std::fflush(nullptr);  // our buffered lines first: the tasks write to the same stdout
   for (int r = 0; r < spec.world(); ++r) {
     Task& t = tasks[r];
     t.rank = r, t.node = r / spec.tasks_per_node, t.local = r % spec.tasks_per_node;
@@ -130,7 +125,6 @@ std::string run_once(const JobSpec& spec, int job_id, int restart, const std::st
     argv.push_back(nullptr);
     for (auto& kv : env) envp.push_back(kv.data());
     envp.push_back(nullptr);
-    std::fflush(nullptr);
     const int err = ::posix_spawn(&t.pid, cmd[0].c_str(), nullptr, &attr, argv.data(), envp.data());
     if (err != 0) throw UsageError("cannot start " + cmd[0] + ": " + std::strerror(err));
   }
@@ -150,6 +144,10 @@ std::string run_once(const JobSpec& spec, int job_id, int restart, const std::st
       if (!t.done) ::kill(t.pid, sig);
     }
   };
+  auto stop_all = [&](double t) {  // as slurmstepd ends a step: SIGTERM now, SIGKILL KillWait later
+    signal_all(SIGTERM);
+    kill_at = std::min(kill_at, t + kKillWait);
+  };
   while (alive > 0) {
     const timespec tick{0, 50'000'000};
     const int sig = sigtimedwait(&cancel, nullptr, &tick);
@@ -158,8 +156,7 @@ std::string run_once(const JobSpec& spec, int job_id, int restart, const std::st
       cancelled = true;
       log_error("job " + job + ": " + strsignal(sig) + " received: cancelling it (SIGTERM to every task, SIGKILL " +
                 seconds(kKillWait) + " later)");
-      signal_all(SIGTERM);
-      kill_at = std::min(kill_at, t + kKillWait);
+      stop_all(t);
     }
     if (!warned && t >= spec.time_s - spec.signal_before_s) {
       warned = true;
@@ -169,15 +166,13 @@ std::string run_once(const JobSpec& spec, int job_id, int restart, const std::st
     if (!requeued && ::access(requeue_note.c_str(), F_OK) == 0) {
       requeued = true;
       log("job " + job + ": requeue requested (scontrol requeue): stopping its tasks");
-      signal_all(SIGTERM);
-      kill_at = std::min(kill_at, t + kKillWait);
+      stop_all(t);
     }
     if (!terminated && t >= spec.time_s) {
       terminated = true;
       log_error("job " + job + " CANCELLED DUE TO TIME LIMIT (" + spec.time + "): SIGTERM to every task, SIGKILL " +
                 seconds(kKillWait) + " later");
-      signal_all(SIGTERM);
-      kill_at = std::min(kill_at, t + kKillWait);
+      stop_all(t);
     }
     if (t >= kill_at) signal_all(SIGKILL);
     for (Task& task : tasks) {

@@ -92,6 +92,14 @@ std::chrono::milliseconds RankInfo::timeout() const {
   return std::chrono::milliseconds(static_cast<long long>(timeout_s.value * 1000.0));
 }
 
+bool steers_rank_resolution(const std::string& name) {
+  for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
+                        "GLOO_SOCKET_IFNAME"}) {
+    if (name == v) return true;
+  }
+  return name.rfind("SLURM_", 0) == 0 || name.rfind("TORCHELASTIC_", 0) == 0;
+}
+
 EnvLookup process_env() {
   return [](const std::string& name) -> std::optional<std::string> {
     const char* v = std::getenv(name.c_str());

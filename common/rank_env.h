@@ -40,6 +40,11 @@ struct RankInfo {
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 EnvLookup process_env();
 
+// True for an environment variable that steers who a process is or where it meets its peers
+// (RANK, WORLD_SIZE, LOCAL_*, GROUP_RANK, MASTER_*, GLOO_SOCKET_IFNAME, SLURM_*, TORCHELASTIC_*):
+// what a launcher of its own (the tests, 06_slurm --local) must not pass on from its caller.
+bool steers_rank_resolution(const std::string& name);
+
 // Precedence, field by field: command-line flag > torchrun variables (RANK, WORLD_SIZE,
 // LOCAL_RANK, ...) > Slurm variables (SLURM_PROCID, SLURM_NTASKS, ...) > defaults.
 // Throws UsageError for a variable that does not parse.

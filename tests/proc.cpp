@@ -17,20 +17,13 @@
 
 #include "common/error_file.h"
 #include "common/net.h"
+#include "common/rank_env.h"
 
 extern char** environ;
 
 namespace ddp_test {
 namespace {
 
-bool steers_ranks(const std::string& name) {
-  static const char* exact[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                                "MASTER_ADDR", "MASTER_PORT", "GLOO_SOCKET_IFNAME"};
-  for (const char* e : exact) {
-    if (name == e) return true;
-  }
-  return name.rfind("SLURM_", 0) == 0 || name.rfind("TORCHELASTIC_", 0) == 0;
-}
 
 }  // namespace
 
@@ -85,7 +78,7 @@ std::vector<ProcResult> run_all(const std::vector<ProcSpec>& specs, double deadl
     std::vector<std::string> env_strs;
     for (char** e = environ; *e; ++e) {
       std::string kv = *e;
-      if (!steers_ranks(kv.substr(0, kv.find('=')))) env_strs.push_back(kv);
+      if (!ddp::steers_rank_resolution(kv.substr(0, kv.find('=')))) env_strs.push_back(kv);
     }
     for (const auto& [k, v] : s.env) env_strs.push_back(k + "=" + v);
     const std::string out = dir + "/" + std::to_string(i) + ".log";

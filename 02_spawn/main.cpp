@@ -329,11 +329,10 @@ int main(int argc, char** argv) {
                               : std::string("the run was stopped: the launcher received ") + strsignal(stop_signal);
     table += "\n  rank  node  local  pid      +time    result                                        cause\n";
     for (const Worker& w : workers) {
-      char line[512];
-      std::snprintf(line, sizeof(line), "  %-4d%s %-5d %-6d %-8d %-8s %-45s %s\n", w.rank, &w == first ? "*" : " ", w.node,
-                    w.local, w.pid, ddp::seconds(w.when - t0).c_str(), describe_status(w).c_str(),
-                    causes[w.rank].c_str());
-      table += line;
+      char line[160];
+      std::snprintf(line, sizeof(line), "  %-4d%s %-5d %-6d %-8d %-8s %-45s ", w.rank, &w == first ? "*" : " ", w.node,
+                    w.local, w.pid, ddp::seconds(w.when - t0).c_str(), describe_status(w).c_str());
+      table += line + causes[w.rank] + "\n";  // a cause of any length (the flight recorder's are long)
     }
     ddp::log_error(table + "  (* = first failure; +time since start)");
     if (!first) return 128 + stop_signal;

@@ -8,6 +8,7 @@
 
 #include "common/errors.h"
 #include "common/log.h"
+#include "common/trace.h"
 
 namespace ddp {
 
@@ -31,6 +32,14 @@ namespace ddp {
 // checkpoint must therefore continue with the rebuilt buckets, not build the first-iteration
 // ones again: the checkpoint carries them (trainer.cpp). Without that, a 4-rank run requeued
 // by Slurm ended with other parameters than an uninterrupted one (tests/test_slurm.cpp).
+//
+// Note [Overlap share]
+// For each synchronising backward: the time some bucket's all-reduce was in flight (the union
+// of [start, end] over the buckets: Gloo may run two at once), and the part of it before
+// finish_backward(), that is, while autograd was still computing gradients. Their ratio, over
+// every backward but the first (it rebuilds the buckets), is the share of communication hidden
+// behind backward. The end of an all-reduce is when the backend completed it (a callback on
+// its future, common/flight_recorder.cpp), not when we waited for it.
 //
 // Note [Divide before the sum]
 // Each gradient is multiplied by 1/world while it is copied into its bucket, then the bucket
@@ -70,7 +79,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
       for (auto& t : state) v.push_back(t.detach().reshape(-1));
       return v;
     }())};
-    group_.pg->broadcast(flat)->wait();
+    run(group_, "broadcast", "parameters", flat[0].numel() * flat[0].element_size(),
+        [&] { return group_.pg->broadcast(flat); });
     int64_t at = 0;
     for (auto& t : state) t.copy_(flat[0].narrow(0, at, t.numel()).view_as(t)), at += t.numel();
   }
@@ -125,7 +135,7 @@ void DistributedDataParallel::on_gradient_ready(size_t i) {
     // The first hook of this backward: every bucket is waiting for all of its gradients.
     in_backward_ = true;
     next_bucket_ = 0;
-    for (auto& b : buckets_) b.pending = b.params.size(), b.work.reset();
+    for (auto& b : buckets_) b.pending = b.params.size(), b.work = Pending{}, b.skipped = false;
     ready_order_.clear();
     ready_at_launch_.clear();
     torch::autograd::Engine::get_default_engine().queue_callback([this] { finish_backward(); });
@@ -143,8 +153,18 @@ void DistributedDataParallel::launch_ready_buckets() {
   // 5. Start the all-reduce of every complete bucket, strictly in bucket order: every rank
   //    must issue the same collectives in the same order, whatever order its gradients came in.
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
-    std::vector<torch::Tensor> t{buckets_[next_bucket_].flat};
-    buckets_[next_bucket_].work = group_.pg->allreduce(t);  // returns at once; Gloo works in its own threads
+    Bucket& b = buckets_[next_bucket_];
+    const std::string tag = "bucket" + std::to_string(next_bucket_);
+    trace().instant(tag + " ready", "ddp", wall_us(), Trace::kCompute);
+    if (skip_next_ && next_bucket_ == 0) {
+      skip_next_ = false, b.skipped = true;
+      log("fault injection (--skip-rank): not starting the all-reduce of " + tag);
+    } else {
+      std::vector<torch::Tensor> t{b.flat};
+      // Returns at once; Gloo works in its own threads. Recorded and traced by issue().
+      b.work = issue(group_, "all-reduce", tag, b.flat.numel() * b.flat.element_size(),
+                     [&] { return group_.pg->allreduce(t); });
+    }
     ready_at_launch_.push_back(ready_order_.size());
     ++next_bucket_;
   }
@@ -162,15 +182,24 @@ void DistributedDataParallel::finish_backward() {
         missing += (missing.empty() ? "" : ", ") + names_[i];
       }
     }
-    for (size_t k = 0; k < next_bucket_; ++k) buckets_[k].work->wait();  // leave nothing in flight
+    for (size_t k = 0; k < next_bucket_; ++k) {
+      if (!buckets_[k].skipped) wait(group_, buckets_[k].work);  // leave nothing in flight
+    }
     throw std::runtime_error("backward ended before every bucket was reduced: no gradient for " +
                              (missing.empty() ? std::string("(a parameter of a later bucket)") : missing) +
                              ". Every parameter must take part in the loss on every rank (PyTorch: "
                              "\"Expected to have finished reduction in the prior iteration\")");
   }
   // 6. Wait for every bucket and copy the averaged gradients back into .grad().
+  const double computed = wall_us();  // every gradient is ready: backward's computing is over
+  {
+    Span waiting("wait for all-reduces", "ddp");
+    for (auto& b : buckets_) {
+      if (!b.skipped) wait(group_, b.work);
+    }
+  }
+  account_overlap(computed);
   for (auto& b : buckets_) {
-    b.work->wait();
     for (size_t k = 0; k < b.params.size(); ++k) {
       torch::Tensor& grad = params_[b.params[k]].mutable_grad();
       grad.copy_(b.flat.narrow(0, b.offsets[k], grad.numel()).view_as(grad));
@@ -182,6 +211,28 @@ void DistributedDataParallel::finish_backward() {
     rebuilt_ = true;
     build_buckets(assign_buckets(ready_order_, bytes_, kFirstBucketBytes, cap_bytes_));
   }
+}
+
+void DistributedDataParallel::account_overlap(double computed_us) {
+  std::vector<std::pair<double, double>> spans;
+  for (const auto& b : buckets_) {
+    if (b.skipped) continue;
+    const double end = b.work.done_us->load();
+    spans.emplace_back(b.work.issued_us, end > 0 ? end : wall_us());
+  }
+  std::sort(spans.begin(), spans.end());
+  double comm = 0, hidden = 0, from = 0, to = -1;  // the union, one merged interval at a time
+  auto close = [&] {
+    if (to <= from) return;
+    comm += to - from;
+    hidden += std::max(0.0, std::min(to, computed_us) - from);
+  };
+  for (const auto& [s, e] : spans) {
+    if (s > to) close(), from = s, to = e;
+    else to = std::max(to, e);
+  }
+  close();
+  if (rebuilt_) overlap_.comm_us += comm, overlap_.hidden_us += hidden, ++overlap_.backwards;  // not the first
 }
 
 void DistributedDataParallel::restore_buckets(const std::vector<std::vector<size_t>>& assignment) {

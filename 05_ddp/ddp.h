@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/flight_recorder.h"
 #include "common/process_group.h"
 
 namespace ddp {
@@ -52,19 +53,35 @@ class DistributedDataParallel {
   // all-reduce started. Fewer than all of them = it overlapped the rest of backward.
   const std::vector<size_t>& gradients_ready_at_launch() const { return ready_at_launch_; }
 
+  // How much of the all-reduce time was hidden behind backward: see Note [Overlap share].
+  struct Overlap {
+    double comm_us = 0;    // all-reduces in flight (their union), summed over backwards
+    double hidden_us = 0;  // the part of it before backward's last gradient was ready
+    int64_t backwards = 0;
+    double share() const { return comm_us > 0 ? hidden_us / comm_us : 0; }
+  };
+  const Overlap& overlap() const { return overlap_; }
+
+  // Fault injection (--skip-rank): the next synchronising backward does not start bucket 0's
+  // all-reduce, as a rank with a rank-dependent bug would. The ranks' collectives no longer
+  // match; the flight recorder must say who skipped.
+  void skip_next_allreduce() { skip_next_ = true; }
+
  private:
   struct Bucket {
     std::vector<size_t> params;  // indices into params_, in the order they sit in `flat`
     std::vector<int64_t> offsets;
     torch::Tensor flat;  // every gradient of the bucket, side by side: one all-reduce for all
     size_t pending = 0;  // gradients of this backward still to come
-    c10::intrusive_ptr<c10d::Work> work;
+    Pending work;  // its all-reduce (issue()/wait() in common/flight_recorder.h)
+    bool skipped = false;
   };
 
   void build_buckets(const std::vector<std::vector<size_t>>& assignment);
   void on_gradient_ready(size_t i);  // the hook
   void launch_ready_buckets();
   void finish_backward();  // queued to run once at the end of backward
+  void account_overlap(double computed_us);  // Note [Overlap share]
 
   std::shared_ptr<torch::nn::Module> module_;
   Group& group_;
@@ -75,7 +92,8 @@ class DistributedDataParallel {
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // see 04's Note [Keep the accumulator alive]
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_, slot_of_;  // param index -> bucket, position in it
-  bool sync_ = true, in_backward_ = false, rebuilt_ = false;
+  bool sync_ = true, in_backward_ = false, rebuilt_ = false, skip_next_ = false;
+  Overlap overlap_;
   size_t next_bucket_ = 0;
   int launched_last_ = 0;
   std::vector<size_t> ready_order_;  // this backward's gradients in arrival order (rebuild, checks)

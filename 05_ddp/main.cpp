@@ -38,11 +38,13 @@
 #include "common/cli.h"
 #include "common/failure.h"
 #include "common/fashion_mnist.h"
+#include "common/flight_recorder.h"
 #include "common/log.h"
 #include "common/preemption.h"
 #include "common/process_group.h"
 #include "common/sampler.h"
 #include "common/toy_task.h"
+#include "common/trace.h"
 
 namespace {
 
@@ -83,7 +85,7 @@ ddp::Evaluation evaluate(const ddp::AnyModel& model, const ddp::Dataset& test, d
     sums[2] += static_cast<double>(ids.size());
   }
   std::vector<torch::Tensor> t{sums.to(device)};
-  group.pg->allreduce(t)->wait();
+  ddp::run(group, "all-reduce", "validation", 3 * 8, [&] { return group.pg->allreduce(t); });
   model.module->train();
   auto s = t[0].cpu();
   return {s[0].item<double>() / s[2].item<double>(), s[1].item<double>() / s[2].item<double>(), s[2].item<int64_t>()};
@@ -102,8 +104,7 @@ int main(int argc, char** argv) {
   if (!flags.backend && torch::cuda::is_available()) flags.backend = "nccl";
 
   return ddp::guarded_main([&] {
-    if (o.nproc_per_node) return ddp::relaunch_with_02_spawn(argc, argv, *o.nproc_per_node, flags);
-    if (o.kill_rank.has_value() != o.kill_at_step.has_value()) throw ddp::UsageError("--kill-rank and --kill-at-step go together");
+    if (o.nproc_per_node) return ddp::relaunch_with_02_spawn(argc, argv, *o.nproc_per_node, flags, o.on_failure);
     // A scheduler's warning signal only sets a flag; see Note [Preemption and requeue].
     const int preempt_signal = ddp::parse_signal(o.requeue_signal);
     ddp::watch_for_preemption(preempt_signal);
@@ -113,8 +114,12 @@ int main(int argc, char** argv) {
     ddp::Group& group = *joined;
     const int rank = group.rank(), world = group.size();
     const torch::Device device = ddp::device_for(group.info);
-    if (o.kill_rank >= world) throw ddp::UsageError("--kill-rank " + std::to_string(*o.kill_rank) + ": no such rank in a world of " + std::to_string(world));
+    const ddp::Faults faults(o, rank, world);  // --kill-rank, --straggle-rank, --skip-rank
     ddp::RunOutput out(o.out, rank);
+    // Every collective is recorded, so that a failed one says which rank is to blame (Note
+    // [Flight recorder]); with --trace each rank also draws its timeline (Note [Trace files]).
+    ddp::FlightRecorder recorder(group);
+    if (!o.trace.empty()) ddp::trace().open(ddp::rank_trace_path(o.trace, rank), rank, group.info.host);
 
     // 2. Data: every rank holds the whole set; the sampler picks this rank's share.
     ddp::Dataset train = o.synthetic ? ddp::synthetic_dataset(o.train_samples.value_or(60000), true)
@@ -160,6 +165,8 @@ int main(int argc, char** argv) {
     std::vector<int64_t> order;
     if (o.drill_after && step == 0) ddp::drill_preemption(preempt_signal, *o.drill_after);  // once: not after a resume
     for (; step < total_steps; ++step) {
+      recorder.set_step(step);
+      faults.before_step(step, ddp_model);
       const int64_t epoch = step / steps_per_epoch, in_epoch = step % steps_per_epoch;
       if (order.empty() || in_epoch == 0) sampler.set_epoch(epoch), order = sampler.indices();
       const double lr = learning_rate(o, step, total_steps);
@@ -170,22 +177,27 @@ int main(int argc, char** argv) {
       for (int64_t b = first; b < last; ++b) {
         auto no_sync = b + 1 < last ? ddp_model.no_sync() : nullptr;  // communicate on the last only
         const int64_t from = b * o.batch_size, to = std::min<int64_t>(from + o.batch_size, order.size());
-        auto sel = torch::tensor(std::vector<int64_t>(order.begin() + from, order.begin() + to), torch::kInt64);
-        torch::Tensor loss;
+        torch::Tensor images, labels, loss;
         {
-          auto in_autocast = amp.autocast();
-          loss = torch::nn::functional::cross_entropy(model.forward(train.images.index_select(0, sel).to(device)),
-                                                      train.labels.index_select(0, sel).to(device)) /
-                 static_cast<double>(last - first);
+          ddp::Span span("data");
+          auto sel = torch::tensor(std::vector<int64_t>(order.begin() + from, order.begin() + to), torch::kInt64);
+          images = train.images.index_select(0, sel).to(device), labels = train.labels.index_select(0, sel).to(device);
         }
+        {
+          ddp::Span span("forward");
+          auto in_autocast = amp.autocast();
+          loss = torch::nn::functional::cross_entropy(model.forward(images), labels) / static_cast<double>(last - first);
+          step_loss += loss.item<double>();
+        }
+        ddp::Span span("backward");
         amp.scale(loss).backward();  // DDP's hooks average the gradients on the way
-        step_loss += loss.item<double>();
+
       }
       if (!std::isfinite(step_loss)) {
         throw std::runtime_error("the loss is " + std::to_string(step_loss) + " at step " + std::to_string(step) +
                                  " (learning rate " + std::to_string(lr) + "): training diverged; lower --lr or add --warmup-steps");
       }
-      if (amp.unscale_and_check(params)) {
+      if (ddp::Span span("optimizer"); amp.unscale_and_check(params)) {
         optimizer->step();
       } else {
         ddp::log0("fp16: inf/NaN gradients at step " + std::to_string(step) + ": step skipped, loss scale halved");
@@ -200,13 +212,17 @@ int main(int argc, char** argv) {
         ddp::checkpoint(out.checkpoints, step + 1, sampler_state, o.keep, *model.module, *optimizer, ddp_model, group);
       }
       if (preempted) return ddp::stop_for_requeue(group, step + 1, ddp::preemption_signal());
-      if (o.kill_rank && *o.kill_rank == rank && *o.kill_at_step == step) {
-        ddp::log("fault injection: SIGKILL after step " + std::to_string(step));
-        ::raise(SIGKILL);
-      }
+      faults.after_step(step);
+      ddp::trace().flush();
     }
 
     progress.summary();
+    const auto& overlap = ddp_model.overlap();  // Note [Overlap share], from the same clock as --trace
+    if (overlap.backwards > 0) {
+      ddp::log0("overlap: " + ddp::percent(overlap.share()) + " of all-reduce time hidden behind backward (" +
+                ddp::seconds(overlap.comm_us / overlap.backwards / 1e6) + " of all-reduce per step on rank 0)");
+    }
+    ddp::finish_trace(o.trace, group);
 
     // 6. Check the result: the ranks agree bit for bit, and the model learned something.
     const bool same = ddp::toy::replicas_identical(group, params);

@@ -36,8 +36,17 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
   app.add_option("--save-init", o.save_init, "Rank 0 writes the initial parameters here (torch::pickle_save)");
   app.add_option("--save-params", o.save_params, "Rank 0 writes the final parameters here (torch::pickle_save)");
   app.add_option("--nproc-per-node", o.nproc_per_node, "Start this many ranks here, through 02_spawn")->check(CLI::PositiveNumber);
+  app.add_option("--on-failure", o.on_failure,
+                 "With --nproc-per-node: 02_spawn's --on-failure (stop the others, or wait and let them diagnose the failure themselves)")
+      ->check(CLI::IsMember({"stop", "wait"}));
   app.add_option("--kill-rank", o.kill_rank, "Fault injection: this rank kills itself (SIGKILL) ...")->check(CLI::NonNegativeNumber);
   app.add_option("--kill-at-step", o.kill_at_step, "... after finishing this step")->check(CLI::NonNegativeNumber);
+  app.add_option("--straggle-rank", o.straggle_rank, "Fault injection: this rank is a straggler ...")->check(CLI::NonNegativeNumber);
+  app.add_option("--straggle-ms", o.straggle_ms, "... sleeping this many milliseconds before every step")->check(CLI::PositiveNumber);
+  app.add_option("--skip-rank", o.skip_rank, "Fault injection: this rank does not start bucket 0's all-reduce ...")->check(CLI::NonNegativeNumber);
+  app.add_option("--skip-at-step", o.skip_at_step, "... in this step")->check(CLI::NonNegativeNumber);
+  app.add_option("--trace", o.trace,
+                 "Write a Chrome/Perfetto timeline: each rank <stem>.rank<r>.json, merged by rank 0 into this file at the end");
   app.add_option("--requeue-signal", o.requeue_signal,
                  "The scheduler's warning signal: on it, checkpoint after the current step, requeue the Slurm job, "
                  "exit 75 [default USR2, as sbatch --signal=USR2@90]");

@@ -33,7 +33,13 @@ struct TrainerOptions {
   std::string save_init, save_params;
   // launching and faults
   std::optional<int> nproc_per_node;
+  std::string on_failure;  // passed on to 02_spawn with --nproc-per-node
   std::optional<int> kill_rank, kill_at_step;
+  std::optional<int> straggle_rank;
+  int straggle_ms = 0;
+  std::optional<int> skip_rank, skip_at_step;
+  // seeing inside the run
+  std::string trace;  // Chrome/Perfetto timeline: <stem>.rank<r>.json per rank, merged into this file
   // preemption (see Note [Preemption and requeue])
   std::string requeue_signal = "USR2";
   std::optional<double> drill_after;

@@ -9,8 +9,13 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <chrono>
+#include <thread>
+
 #include "common/checkpoint.h"
 #include "common/errors.h"
+#include "common/flight_recorder.h"
+#include "common/trace.h"
 #include "common/log.h"
 #include "common/paths.h"
 
@@ -80,7 +85,7 @@ void checkpoint(const std::string& dir, int64_t step, const SamplerState& sample
     });
     log("checkpoint written: " + path);
   }
-  group.pg->barrier()->wait();
+  run(group, "barrier", "checkpoint", 0, [&] { return group.pg->barrier(); });
 }
 
 int64_t resume(const std::string& dir, const torch::Device& device, const std::optional<SamplerState>& sampler,
@@ -145,7 +150,7 @@ bool any_rank(Group& group, bool mine) {
   std::vector<torch::Tensor> flag{torch::tensor({mine ? 1 : 0}, torch::kInt32).to(device_for(group.info))};
   c10d::AllreduceOptions max_op;
   max_op.reduceOp = c10d::ReduceOp::MAX;
-  group.pg->allreduce(flag, max_op)->wait();
+  run(group, "all-reduce", "stop-flag", 4, [&] { return group.pg->allreduce(flag, max_op); });
   return flag[0].item<int>() != 0;
 }
 
@@ -165,7 +170,7 @@ int stop_for_requeue(Group& group, int64_t step, int sig) {
   return kExitPreempted;
 }
 
-int relaunch_with_02_spawn(int argc, char** argv, int nproc, const CommonFlags& flags) {
+int relaunch_with_02_spawn(int argc, char** argv, int nproc, const CommonFlags& flags, const std::string& on_failure) {
   if (flags.rank) throw UsageError("--nproc-per-node starts the ranks itself: drop --rank");
   if (flags.world_size && *flags.world_size != nproc) {
     throw UsageError("--world-size " + std::to_string(*flags.world_size) + " differs from --nproc-per-node " +
@@ -180,6 +185,7 @@ int relaunch_with_02_spawn(int argc, char** argv, int nproc, const CommonFlags& 
   if (flags.timeout_s) args.insert(args.end(), {"--timeout", std::to_string(*flags.timeout_s)});
   if (flags.master_addr) args.insert(args.end(), {"--master-addr", *flags.master_addr});
   if (flags.master_port) args.insert(args.end(), {"--master-port", std::to_string(*flags.master_port)});
+  if (!on_failure.empty()) args.insert(args.end(), {"--on-failure", on_failure});
   args.insert(args.end(), {"--", self});
   for (int i = 1; i < argc; ++i) {  // the same flags, minus --nproc-per-node
     const std::string a = argv[i];
@@ -196,6 +202,50 @@ int relaunch_with_02_spawn(int argc, char** argv, int nproc, const CommonFlags& 
   std::fflush(nullptr);
   ::execv(launcher.c_str(), cargs.data());
   throw std::runtime_error("cannot start " + launcher + ": " + std::strerror(errno));
+}
+
+Faults::Faults(const TrainerOptions& o, int rank, int world) : o_(o), rank_(rank) {
+  if (o.kill_rank.has_value() != o.kill_at_step.has_value()) throw UsageError("--kill-rank and --kill-at-step go together");
+  if (o.skip_rank.has_value() != o.skip_at_step.has_value()) throw UsageError("--skip-rank and --skip-at-step go together");
+  if (o.straggle_rank.has_value() != (o.straggle_ms > 0)) throw UsageError("--straggle-rank and --straggle-ms go together");
+  for (const auto& [flag, r] : {std::pair{"--kill-rank", o.kill_rank}, {"--skip-rank", o.skip_rank}, {"--straggle-rank", o.straggle_rank}}) {
+    if (r && *r >= world) throw UsageError(std::string(flag) + " " + std::to_string(*r) + ": no such rank in a world of " + std::to_string(world));
+  }
+}
+
+void Faults::before_step(int64_t step, DistributedDataParallel& ddp) const {
+  if (o_.straggle_rank == rank_) {
+    Span s("straggling (--straggle-ms)", "fault");
+    std::this_thread::sleep_for(std::chrono::milliseconds(o_.straggle_ms));
+  }
+  if (o_.skip_rank == rank_ && o_.skip_at_step == step) ddp.skip_next_allreduce();
+}
+
+void Faults::after_step(int64_t step) const {
+  if (o_.kill_rank == rank_ && o_.kill_at_step == step) {
+    log("fault injection: SIGKILL after step " + std::to_string(step));
+    trace().flush();
+    ::raise(SIGKILL);
+  }
+}
+
+void finish_trace(const std::string& path, Group& group) {
+  if (path.empty()) return;
+  trace().close();
+  run(group, "barrier", "trace-files", 0, [&] { return group.pg->barrier(); });
+  if (group.rank() != 0) return;
+  std::vector<std::string> files;
+  for (int r = 0; r < group.size(); ++r) {
+    const std::string f = rank_trace_path(path, r);
+    if (::access(f.c_str(), R_OK) != 0) {
+      log0("trace: each rank wrote " + rank_trace_path(path, 0) + " etc. on its own host; merge them with trace_merge");
+      return;
+    }
+    files.push_back(f);
+  }
+  const size_t n = merge_traces(files, path);
+  log0("trace: " + std::to_string(n) + " events of " + std::to_string(files.size()) + " ranks in " + path +
+       " (open it in https://ui.perfetto.dev)");
 }
 
 }  // namespace ddp

@@ -55,6 +55,23 @@ int stop_for_requeue(Group& group, int64_t step, int sig);
 
 // --nproc-per-node N: replaces this process with `02_spawn --nproc-per-node N -- <this program>
 // <the same flags>`; chapter 02's launcher forks the ranks, watches them and reports failures.
-int relaunch_with_02_spawn(int argc, char** argv, int nproc, const CommonFlags& flags);
+int relaunch_with_02_spawn(int argc, char** argv, int nproc, const CommonFlags& flags, const std::string& on_failure);
+
+// The faults --kill-rank, --straggle-rank and --skip-rank inject, each in one rank, for real:
+// see Note [Flight recorder] for what the other ranks then say. The constructor checks the
+// flags (UsageError).
+class Faults {
+ public:
+  Faults(const TrainerOptions& o, int rank, int world);
+  void before_step(int64_t step, DistributedDataParallel& ddp) const;  // straggle; skip an all-reduce
+  void after_step(int64_t step) const;                                 // kill
+
+ private:
+  const TrainerOptions& o_;
+  int rank_;
+};
+
+// --trace: every rank closes its file; after a barrier rank 0 merges them all into `path`.
+void finish_trace(const std::string& path, Group& group);
 
 }  // namespace ddp

@@ -9,10 +9,13 @@
 
 namespace ddp {
 
+class FlightRecorder;
+
 struct Group {
   RankInfo info;
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<Backend> pg;
+  FlightRecorder* recorder = nullptr;  // set by a FlightRecorder on this group (05, 02's workers)
   int rank() const { return info.rank.value; }
   int size() const { return info.world_size.value; }
 };

@@ -9,6 +9,8 @@
 //   ./build/02_spawn --world-size 8
 //   ./build/02_spawn --nnodes 2 --nproc-per-node 4        # two "nodes" simulated on one machine
 //   ./build/02_spawn --world-size 4 --fail-rank 2 --fail-mode kill   # watch a failure reported
+//   ./build/02_spawn --world-size 3 --fail-rank 1 --fail-mode straggle --straggle-ms 4000 --timeout 2
+//                                      # ... and the others' flight recorders name the rank behind
 //   ./build/02_spawn --world-size 2 -- ./build/01_join_group         # any program as the workers
 //
 // Expected output (--nnodes 2 --nproc-per-node 2; worker lines interleave):
@@ -25,11 +27,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "common/cli.h"
 #include "common/error_file.h"
+#include "common/flight_recorder.h"
 #include "common/failure.h"
 #include "common/log.h"
 #include "common/process_group.h"
@@ -61,8 +66,14 @@ int receive_port(int port_fd, const ddp::RankInfo& info) {
 }
 
 // 3. The worker: everything chapter 01 did, but its rank comes from the launcher.
-int run_worker(const Worker& w, ddp::RankInfo info, int nproc, int port_fd, const std::optional<int>& fail_rank,
-               const std::string& fail_mode) {
+// A fault injected on purpose into one worker (--fail-rank, --fail-mode, --straggle-ms).
+struct Fault {
+  std::optional<int> rank;
+  std::string mode = "exit";  // exit | kill | hang | straggle
+  int straggle_ms = 3000;
+};
+
+int run_worker(const Worker& w, ddp::RankInfo info, int nproc, int port_fd, const Fault& fault) {
   const std::string who = "assigned by 02_spawn";
   info.rank = {w.rank, who};
   info.local_rank = {w.local, who};
@@ -76,14 +87,20 @@ int run_worker(const Worker& w, ddp::RankInfo info, int nproc, int port_fd, cons
     ddp::log("node " + std::to_string(w.node) + ", local rank " + std::to_string(w.local) + ": Rank " +
              std::to_string(w.rank) + " has joined the process group!");
 
-    if (fail_rank && *fail_rank == w.rank) {  // a fault on purpose, to see it reported
-      ddp::log("injecting fault: --fail-mode " + fail_mode);
-      if (fail_mode == "exit") {
+    // The survivors of a fault say which rank is gone or behind: see Note [Flight recorder].
+    ddp::FlightRecorder recorder(g);
+    if (fault.rank == w.rank) {  // a fault on purpose, to see it reported
+      ddp::log("injecting fault: --fail-mode " + fault.mode);
+      if (fault.mode == "exit") {
         ddp::write_error_file("injected fault: exit code 3 (--fail-rank " + std::to_string(w.rank) + " --fail-mode exit)");
         return 3;
       }
-      if (fail_mode == "kill") ::raise(SIGKILL);  // dies at once, like a segfault or the OOM killer
-      while (true) ::pause();                      // "hang": alive, but never joins the all-reduce
+      if (fault.mode == "kill") ::raise(SIGKILL);  // dies at once, like a segfault or the OOM killer
+      if (fault.mode == "straggle") {              // late to the all-reduce by --straggle-ms
+        std::this_thread::sleep_for(std::chrono::milliseconds(fault.straggle_ms));
+      } else {
+        while (true) ::pause();  // "hang": alive, but never joins the all-reduce
+      }
     }
     ddp::check_sum_of_ranks(g);
     return ddp::kExitOk;
@@ -126,14 +143,17 @@ int main(int argc, char** argv) {
   CLI::App app{"02_spawn: fork N workers that join one process group; report who failed"};
   ddp::CommonFlags flags;
   ddp::add_common_flags(app, flags);
-  std::optional<int> nnodes, nproc, fail_rank;
-  std::string fail_mode = "exit";
+  std::optional<int> nnodes, nproc;
+  Fault fault;
   double grace_s = 5;
   app.add_option("--nnodes", nnodes, "Simulated nodes [default 1]");
   app.add_option("--nproc-per-node", nproc, "Workers per simulated node [default world-size / nnodes, else 2]");
-  app.add_option("--fail-rank", fail_rank, "Make this rank fail on purpose after joining");
-  app.add_option("--fail-mode", fail_mode, "How --fail-rank fails: exit (code 3), kill (SIGKILL), hang (skips the all-reduce)")
-      ->check(CLI::IsMember({"exit", "kill", "hang"}));
+  app.add_option("--fail-rank", fault.rank, "Make this rank fail on purpose after joining");
+  app.add_option("--fail-mode", fault.mode,
+                 "How --fail-rank fails: exit (code 3), kill (SIGKILL), hang (skips the all-reduce), straggle (late by --straggle-ms)")
+      ->check(CLI::IsMember({"exit", "kill", "hang", "straggle"}));
+  app.add_option("--straggle-ms", fault.straggle_ms, "How late --fail-mode straggle comes to the all-reduce [default 3000]")
+      ->check(CLI::PositiveNumber);
   app.add_option("--grace", grace_s, "Seconds the others get after SIGTERM before SIGKILL [default 5]");
   std::string on_failure = "stop";
   app.add_option("--on-failure", on_failure, "When a worker fails: stop the others (torchrun's way), or wait and watch them fail by themselves")
@@ -160,9 +180,9 @@ int main(int argc, char** argv) {
       throw ddp::UsageError("--world-size " + std::to_string(world) + " is not --nnodes " + std::to_string(n_nodes) +
                             " x --nproc-per-node " + std::to_string(per_node));
     }
-    if (fail_rank && (*fail_rank < 0 || *fail_rank >= world)) throw ddp::UsageError("--fail-rank must be in 0.." + std::to_string(world - 1));
+    if (fault.rank && (*fault.rank < 0 || *fault.rank >= world)) throw ddp::UsageError("--fail-rank must be in 0.." + std::to_string(world - 1));
     if (!(grace_s >= 0)) throw ddp::UsageError("--grace must be >= 0");
-    if (!command.empty() && fail_rank) throw ddp::UsageError("--fail-rank works with the built-in worker, not with a program after --");
+    if (!command.empty() && fault.rank) throw ddp::UsageError("--fail-rank works with the built-in worker, not with a program after --");
     ddp::CommonFlags base_flags = flags;
     base_flags.rank = 0;
     base_flags.world_size = world;
@@ -213,7 +233,7 @@ int main(int argc, char** argv) {
         for (int k = 0; k < r; ++k) ::close(workers[k].port_fd);  // siblings' pipes
         ::setenv(ddp::kErrorFileVar, w.error_file.c_str(), 1);
         // _exit, not exit: skip static destructors of state copied from the parent.
-        ::_exit(command.empty() ? run_worker(w, base, per_node, fds[0], fail_rank, fail_mode)
+        ::_exit(command.empty() ? run_worker(w, base, per_node, fds[0], fault)
                                 : exec_worker(w, base, per_node, fds[0], command));
       }
       ::close(fds[0]);

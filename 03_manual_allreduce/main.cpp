@@ -10,6 +10,8 @@
 //   ./build-cpu/03_manual_allreduce --rank 1 --world-size 2
 // Forked by chapter 02's launcher:
 //   ./build-cpu/02_spawn --nproc-per-node 2 -- ./build-cpu/03_manual_allreduce
+// With a timeline of every step (open it in https://ui.perfetto.dev; README: "See inside"):
+//   ./build-cpu/02_spawn --nproc-per-node 2 -- ./build-cpu/03_manual_allreduce --trace runs/03.json
 //
 // Expected output (rank 0; trimmed):
 //   [rank 0/2] step 0: loss 0.2615 (mean over ranks)
@@ -21,9 +23,12 @@
 
 #include "common/cli.h"
 #include "common/failure.h"
+#include "common/flight_recorder.h"
 #include "common/log.h"
 #include "common/process_group.h"
+#include "common/run_trace.h"
 #include "common/toy_task.h"
+#include "common/trace.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"03_manual_allreduce: train with gradients all-reduced by hand after backward"};
@@ -40,6 +45,7 @@ int main(int argc, char** argv) {
     if (!joined) return ddp::kExitOk;
     ddp::Group& group = *joined;
     const int rank = group.rank(), world = group.size();
+    ddp::open_trace(train.trace, group);  // --trace: forward, backward, each all-reduce, update
 
     // 2. The same model on every rank: the same seed gives the same initial weights.
     auto model = ddp::toy::make_model(cfg.seed);
@@ -50,20 +56,30 @@ int main(int argc, char** argv) {
     ddp::toy::LossLog losses(group, cfg.steps);
     for (int step = 0; step < cfg.steps; ++step) {
       auto [x, y] = ddp::toy::batch(step, rank, cfg.batch, world);
-      torch::Tensor loss = torch::mse_loss(model->forward(x), y);
-      std::vector<torch::Tensor> grads = torch::autograd::grad({loss}, params);
+      torch::Tensor loss;
+      std::vector<torch::Tensor> grads;
+      {
+        ddp::Span forward("forward");
+        loss = torch::mse_loss(model->forward(x), y);
+      }
+      {
+        ddp::Span backward("backward");
+        grads = torch::autograd::grad({loss}, params);
+      }
 
       // 4. Average the gradients across ranks: all-reduce(SUM), then divide by the world size.
       //    After this every rank holds the same gradient: the mean over all R*B samples.
+      //    Only now, with backward over, does communication start: nothing overlaps it.
       for (torch::Tensor& g : grads) {
         std::vector<torch::Tensor> buffer{g};
-        group.pg->allreduce(buffer)->wait();
+        ddp::traced(group.pg->allreduce(buffer), "all-reduce", g.numel() * g.element_size())->wait();
         g.div_(world);
       }
 
       // 5. The update, by hand: p <- p - lr * g, outside autograd. Same gradient, same
       //    parameters, same update: the replicas stay identical.
       {
+        ddp::Span update("optimizer");
         torch::NoGradGuard no_grad;
         for (size_t k = 0; k < params.size(); ++k) params[k].add_(grads[k], -cfg.lr);
       }
@@ -75,6 +91,7 @@ int main(int argc, char** argv) {
     //    one process on the global batch (see Note [Tolerance against one process] in
     //    common/toy_task.h), and the loss went down.
     ddp::toy::check_training(group, params, cfg, losses, train.save_params);
+    ddp::finish_trace(train.trace, group);
     group.pg->barrier()->wait();
     return ddp::kExitOk;
   });

@@ -11,6 +11,8 @@
 //   ./build-cpu/04_grad_hooks --rank 1 --world-size 2 --comm async --optimizer adam
 // Forked by chapter 02's launcher:
 //   ./build-cpu/02_spawn --nproc-per-node 2 -- ./build-cpu/04_grad_hooks
+// With a timeline (--comm async shows all-reduces running while backward goes on):
+//   ./build-cpu/02_spawn --nproc-per-node 2 -- ./build-cpu/04_grad_hooks --comm async --trace runs/04.json
 //
 // Expected output (rank 0, default --optimizer sgd; trimmed):
 //   [rank 0/2] step 0: loss 0.2615 (mean over ranks)
@@ -27,9 +29,12 @@
 
 #include "common/cli.h"
 #include "common/failure.h"
+#include "common/flight_recorder.h"
 #include "common/log.h"
 #include "common/process_group.h"
+#include "common/run_trace.h"
 #include "common/toy_task.h"
+#include "common/trace.h"
 
 // Note [Which hook]
 // Tensor::register_hook runs on the gradient *before* it is added into p.grad(). An async
@@ -64,6 +69,7 @@ int main(int argc, char** argv) {
     if (!joined) return ddp::kExitOk;
     ddp::Group& group = *joined;
     const int rank = group.rank(), world = group.size();
+    ddp::open_trace(train.trace, group);  // --trace: forward, backward, each all-reduce, step
 
     // 2. The same model on every rank: the same seed gives the same initial weights.
     auto model = ddp::toy::make_model(cfg.seed);
@@ -83,16 +89,18 @@ int main(int argc, char** argv) {
           [&, p](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
             // 4. Average this gradient across ranks: all-reduce(SUM), then divide.
             std::vector<torch::Tensor> buffer{p.grad()};
+            const int64_t bytes = p.grad().numel() * p.grad().element_size();
             if (comm == "sync") {
-              group.pg->allreduce(buffer)->wait();
+              ddp::traced(group.pg->allreduce(buffer), "all-reduce", bytes)->wait();
               p.grad().div_(world);
               return outputs;
             }
-            in_flight.emplace_back(p.grad(), group.pg->allreduce(buffer));  // runs while backward goes on
+            in_flight.emplace_back(p.grad(), ddp::traced(group.pg->allreduce(buffer), "all-reduce", bytes));  // runs while backward goes on
             if (!end_of_backward_queued) {
               end_of_backward_queued = true;
               // Runs once, when backward has finished: wait for every all-reduce before step().
               torch::autograd::Engine::get_default_engine().queue_callback([&] {
+                ddp::Span waiting("wait for all-reduces");
                 for (auto& [grad, work] : in_flight) work->wait(), grad.div_(world);
                 in_flight.clear();
                 end_of_backward_queued = false;
@@ -109,9 +117,19 @@ int main(int argc, char** argv) {
     for (int step = 0; step < cfg.steps; ++step) {
       auto [x, y] = ddp::toy::batch(step, rank, cfg.batch, world);
       optimizer->zero_grad();
-      torch::Tensor loss = torch::mse_loss(model->forward(x), y);
-      loss.backward();
-      optimizer->step();
+      torch::Tensor loss;
+      {
+        ddp::Span forward("forward");
+        loss = torch::mse_loss(model->forward(x), y);
+      }
+      {
+        ddp::Span backward("backward");
+        loss.backward();
+      }
+      {
+        ddp::Span update("optimizer");
+        optimizer->step();
+      }
 
       losses.add(step, loss);
     }
@@ -120,6 +138,7 @@ int main(int argc, char** argv) {
     //    one process on the global batch (see Note [Tolerance against one process] in
     //    common/toy_task.h), and the loss went down.
     ddp::toy::check_training(group, params, cfg, losses, train.save_params);
+    ddp::finish_trace(train.trace, group);
     group.pg->barrier()->wait();
     return ddp::kExitOk;
   });

@@ -42,6 +42,7 @@
 #include "common/log.h"
 #include "common/preemption.h"
 #include "common/process_group.h"
+#include "common/run_trace.h"
 #include "common/sampler.h"
 #include "common/toy_task.h"
 #include "common/trace.h"
@@ -119,7 +120,7 @@ int main(int argc, char** argv) {
     // Every collective is recorded, so that a failed one says which rank is to blame (Note
     // [Flight recorder]); with --trace each rank also draws its timeline (Note [Trace files]).
     ddp::FlightRecorder recorder(group);
-    if (!o.trace.empty()) ddp::trace().open(ddp::rank_trace_path(o.trace, rank), rank, group.info.host);
+    ddp::open_trace(o.trace, group);
 
     // 2. Data: every rank holds the whole set; the sampler picks this rank's share.
     ddp::Dataset train = o.synthetic ? ddp::synthetic_dataset(o.train_samples.value_or(60000), true)

@@ -229,23 +229,4 @@ void Faults::after_step(int64_t step) const {
   }
 }
 
-void finish_trace(const std::string& path, Group& group) {
-  if (path.empty()) return;
-  trace().close();
-  run(group, "barrier", "trace-files", 0, [&] { return group.pg->barrier(); });
-  if (group.rank() != 0) return;
-  std::vector<std::string> files;
-  for (int r = 0; r < group.size(); ++r) {
-    const std::string f = rank_trace_path(path, r);
-    if (::access(f.c_str(), R_OK) != 0) {
-      log0("trace: each rank wrote " + rank_trace_path(path, 0) + " etc. on its own host; merge them with trace_merge");
-      return;
-    }
-    files.push_back(f);
-  }
-  const size_t n = merge_traces(files, path);
-  log0("trace: " + std::to_string(n) + " events of " + std::to_string(files.size()) + " ranks in " + path +
-       " (open it in https://ui.perfetto.dev)");
-}
-
 }  // namespace ddp

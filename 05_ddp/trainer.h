@@ -71,7 +71,4 @@ class Faults {
   int rank_;
 };
 
-// --trace: every rank closes its file; after a barrier rank 0 merges them all into `path`.
-void finish_trace(const std::string& path, Group& group);
-
 }  // namespace ddp

@@ -209,6 +209,8 @@ FlightRecorder::FlightRecorder(Group& group, size_t keep) : s_(std::make_shared<
   s_->group = &group;
   s_->keep = keep;
   group.recorder = this;
+  s_->publish(s_->snapshot(0));  // at once: a rank killed before its first collective is then "gone", not unknown
+  s_->changed = false;
   s_->publisher = std::thread([s = s_] { s->loop(); });
   g_terminating = this;
   g_previous_terminate = std::set_terminate(&FlightRecorder::on_terminate);
@@ -303,7 +305,7 @@ std::vector<std::string> FlightRecorder::diagnose(int64_t seq) {
       continue;
     }
     const std::string where = who + " (host " + p.host + ", pid " + std::to_string(p.pid) + ")";
-    std::string last = "none reported";
+    std::string last = "none";
     if (!p.records.empty()) {
       const CollectiveRecord& l = p.records.rbegin()->second;
       last = describe(l) + (l.state == 'C' ? ", completed " + ago(l.done_us) : l.state == 'F' ? ", failed" : ", in flight since " + ago(l.issued_us));

@@ -45,6 +45,7 @@ void add_train_flags(CLI::App& app, TrainFlags& f) {
   app.add_option("--seed", f.cfg.seed, "Seed of the initial weights, the same on every rank [default 0]");
   app.add_option("--save-init", f.save_init, "Rank 0 writes the initial parameters here (torch::pickle_save)");
   app.add_option("--save-params", f.save_params, "Rank 0 writes the final parameters here (torch::pickle_save)");
+  app.add_option("--trace", f.trace, "Write a Chrome/Perfetto timeline: <stem>.rank<r>.json per rank, merged by rank 0 into this file");
 }
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<torch::Tensor>& params, const TrainConfig& cfg) {

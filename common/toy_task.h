@@ -35,10 +35,11 @@ struct TrainConfig {
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<torch::Tensor>& params, const TrainConfig& cfg);
 
 // The flags of chapters 03-04, defined once: --steps --lr --batch --seed --save-init
-// --save-params (04 adds its own).
+// --save-params --trace (04 adds its own).
 struct TrainFlags {
   TrainConfig cfg;
   std::string save_init, save_params;  // rank 0 writes parameters here (torch::pickle_save)
+  std::string trace;                   // --trace: see common/run_trace.h
 };
 void add_train_flags(CLI::App& app, TrainFlags& flags);
 

@@ -1,0 +1,209 @@
+// cost_model: fits the alpha-beta ring model to allreduce_bench's measurements, prints
+// measured vs predicted for every point, then predicts DDP steps: for the bucket caps of a
+// sweep (against the measured step, when given) and for a cluster you do not have.
+//
+// Usage (bench/cost_model.sh does all of it in one command):
+//   ./build-cpu/cost_model --csv runs/cost/allreduce.csv
+//   ./build-cpu/cost_model --csv runs/cost/allreduce.csv --trace runs/cost/trace.json \
+//       --bucket-sweep 0.25,1,4,25 --nodes 4 --gpus-per-node 8 --intra-gbps 800 --inter-gbps 25
+//
+// Expected output: see bench/README.md (figures of the machine it runs on).
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "bench/alpha_beta.h"
+#include "common/cli.h"
+#include "common/errors.h"
+#include "common/failure.h"
+#include "common/log.h"
+
+namespace {
+using ddp::cost::Point;
+
+// plain/ours of each point: our all-reduce (recorded, traced) against plain c10d's.
+std::vector<double> g_plain_over_ours;
+
+std::vector<Point> read_csv(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ddp::UsageError("--csv: cannot read " + path);
+  std::vector<Point> points;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.empty() || line[0] == '#') continue;
+    Point p;
+    double plain = 0, ours = 0;
+    char c1 = 0, c2 = 0, c3 = 0;
+    std::istringstream s(line);
+    if (!(s >> p.world >> c1 >> p.bytes >> c2 >> plain >> c3 >> ours) || c1 != ',' || c2 != ',' || c3 != ',' || p.world < 2 ||
+        p.bytes <= 0 || !(ours > 0)) {
+      throw ddp::UsageError(path + ":" + std::to_string(n) + ": expected 'world,bytes,plain_us,ours_us' with world >= 2");
+    }
+    p.seconds = ours / 1e6;  // the model describes the all-reduce DDP uses: ours
+    if (plain > 0) g_plain_over_ours.push_back(plain / ours);
+    points.push_back(p);
+  }
+  if (points.empty()) throw ddp::UsageError(path + ": no measurements");
+  return points;
+}
+
+// What a 05_ddp --trace run says about one step on rank 0: mean durations of forward, backward's
+// computing (backward minus its wait for all-reduces), optimizer, and the bytes all-reduced.
+struct TracedStep {
+  double forward_s = 0, backward_s = 0, optimizer_s = 0, grad_bytes = 0;
+  int world = 0, steps = 0;
+};
+
+double field(const std::string& line, const std::string& key) {
+  const auto at = line.find("\"" + key + "\":");
+  return at == std::string::npos ? -1 : std::strtod(line.c_str() + at + key.size() + 3, nullptr);
+}
+
+TracedStep read_trace(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ddp::UsageError("--trace: cannot read " + path);
+  std::map<std::string, std::vector<double>> dur;  // rank 0's spans by name
+  double bucket_bytes = 0;
+  std::set<int> pids;
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto n0 = line.find("\"name\":\"");
+    if (n0 == std::string::npos || line.find("\"ph\":\"X\"") == std::string::npos) continue;
+    const std::string name = line.substr(n0 + 8, line.find('"', n0 + 8) - n0 - 8);
+    const int pid = static_cast<int>(field(line, "pid"));
+    pids.insert(pid);
+    if (pid != 0) continue;
+    dur[name].push_back(field(line, "dur") / 1e6);
+    if (name.rfind("all-reduce bucket", 0) == 0) bucket_bytes += field(line, "bytes");
+  }
+  TracedStep t;
+  t.world = static_cast<int>(pids.size());
+  t.steps = static_cast<int>(dur["backward"].size());
+  if (t.steps < 3 || dur["forward"].empty() || dur["optimizer"].empty()) {
+    throw ddp::UsageError("--trace " + path + ": not a 05_ddp --trace run of at least 3 steps");
+  }
+  // The median: the first steps (buckets rebuilt, caches cold) and validation do not count.
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  const std::vector<double>& bw = dur["backward"];
+  const std::vector<double>& wait = dur["wait for all-reduces"];
+  std::vector<double> computing;
+  for (size_t i = 0; i < bw.size(); ++i) computing.push_back(bw[i] - (i < wait.size() ? wait[i] : 0));
+  t.forward_s = median(dur["forward"]) + median(dur["data"]);
+  t.backward_s = median(computing);
+  t.optimizer_s = median(dur["optimizer"]);
+  t.grad_bytes = bucket_bytes / t.steps;
+  return t;
+}
+
+std::string ms(double s) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%.2f ms", s * 1e3);
+  return b;
+}
+
+std::vector<double> parse_list(const std::string& flag, const std::string& text) {
+  std::vector<double> v;
+  std::stringstream s(text);
+  std::string item;
+  while (std::getline(s, item, ',')) {
+    char* end = nullptr;
+    const double x = std::strtod(item.c_str(), &end);
+    if (item.empty() || *end != '\0' || !(x > 0)) throw ddp::UsageError(flag + ": '" + item + "' is not a positive number");
+    v.push_back(x);
+  }
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"cost_model: the alpha-beta model of all-reduce, fitted here, and the DDP steps it predicts"};
+  std::string csv, trace, sweep, measured, measured_hidden;
+  double bucket_cap_mb = 25, intra_gbps = 100, inter_gbps = 25;
+  std::optional<double> latency_us;
+  int nodes = 4, gpus_per_node = 8;
+  app.add_option("--csv", csv, "allreduce_bench's measurements (world,bytes,plain_us,ours_us)")->required();
+  app.add_option("--trace", trace, "A merged 05_ddp --trace file: compute times and gradient bytes of its steps");
+  app.add_option("--bucket-cap-mb", bucket_cap_mb, "Bucket cap of the predicted step [default 25]")->check(CLI::PositiveNumber);
+  app.add_option("--bucket-sweep", sweep, "Predict the step for each of these caps (MiB, comma-separated)");
+  app.add_option("--measured-ms", measured, "The measured step time for each cap of --bucket-sweep, same order");
+  app.add_option("--measured-hidden", measured_hidden, "The measured overlap share (%) for each cap of --bucket-sweep, same order");
+  app.add_option("--nodes", nodes, "What if: nodes [default 4]")->check(CLI::PositiveNumber);
+  app.add_option("--gpus-per-node", gpus_per_node, "What if: ranks per node [default 8]")->check(CLI::PositiveNumber);
+  app.add_option("--intra-gbps", intra_gbps, "What if: link speed within a node, Gb/s [default 100]")->check(CLI::PositiveNumber);
+  app.add_option("--inter-gbps", inter_gbps, "What if: link speed between nodes, Gb/s [default 25]")->check(CLI::PositiveNumber);
+  app.add_option("--latency-us", latency_us, "What if: per-step latency alpha, us [default: the fitted one]")->check(CLI::PositiveNumber);
+  ddp::parse_flags(app, argc, argv);
+  ddp::set_log_identity("cost_model");
+
+  return ddp::guarded_main([&] {
+    // 1. Measured vs model, point by point.
+    const std::vector<Point> points = read_csv(csv);
+    const ddp::cost::AlphaBeta m = ddp::cost::fit(points);
+    std::printf("%5s %10s %12s %11s %11s %12s %8s\n", "world", "bytes", "time_us", "algbw_GB/s", "busbw_GB/s", "model_us", "error");
+    std::vector<double> errors;
+    for (const Point& p : points) {
+      const double model = m.time(p.world, p.bytes);
+      errors.push_back(std::fabs(model / p.seconds - 1));
+      std::printf("%5d %10.0f %12.1f %11.3f %11.3f %12.1f %+7.1f%%\n", p.world, p.bytes, p.seconds * 1e6,
+                  ddp::cost::algbw(p) / 1e9, ddp::cost::busbw(p) / 1e9, model * 1e6, (model / p.seconds - 1) * 100);
+    }
+    std::sort(errors.begin(), errors.end());
+    std::printf("fitted ring model: alpha = %.1f us per step, beta = %.3f ns/byte (busbw limit 1/beta = %.2f GB/s); "
+                "median |error| %.0f%%, worst %.0f%%\n",
+                m.alpha * 1e6, m.beta * 1e9, 1 / m.beta / 1e9, errors[errors.size() / 2] * 100, errors.back() * 100);
+    if (!g_plain_over_ours.empty()) {
+      double log_sum = 0;
+      for (double r : g_plain_over_ours) log_sum += std::log(r);
+      std::sort(g_plain_over_ours.begin(), g_plain_over_ours.end());
+      std::printf("ours vs plain c10d all-reduce: plain/ours = %.3f (geometric mean of %zu points; lowest %.2f, highest %.2f)\n",
+                  std::exp(log_sum / g_plain_over_ours.size()), g_plain_over_ours.size(), g_plain_over_ours.front(),
+                  g_plain_over_ours.back());
+    }
+    if (trace.empty()) return ddp::kExitOk;
+
+    // 2. The DDP step of a traced run, predicted from its compute times and the fitted model.
+    const auto t = read_trace(trace);
+    ddp::cost::StepPlan plan;
+    plan.param_bytes = t.grad_bytes, plan.world = t.world;
+    plan.forward_s = t.forward_s, plan.backward_s = t.backward_s, plan.optimizer_s = t.optimizer_s;
+    std::printf("\nDDP step of %s (rank 0, median of %d steps): %.2f MB of gradients, forward+data %s, backward "
+                "computing %s, optimizer %s, world %d\n",
+                trace.c_str(), t.steps, t.grad_bytes / 1e6, ms(t.forward_s).c_str(), ms(t.backward_s).c_str(),
+                ms(t.optimizer_s).c_str(), t.world);
+    std::vector<double> caps = sweep.empty() ? std::vector<double>{bucket_cap_mb} : parse_list("--bucket-sweep", sweep);
+    std::vector<double> got = measured.empty() ? std::vector<double>{} : parse_list("--measured-ms", measured);
+    std::vector<double> hid = measured_hidden.empty() ? std::vector<double>{} : parse_list("--measured-hidden", measured_hidden);
+    if (!got.empty() && got.size() != caps.size()) throw ddp::UsageError("--measured-ms needs one time per --bucket-sweep cap");
+    if (!hid.empty() && hid.size() != caps.size()) throw ddp::UsageError("--measured-hidden needs one share per --bucket-sweep cap");
+    std::printf("%10s %8s %12s %10s %8s %15s %14s %16s\n", "cap_MiB", "buckets", "all-reduce", "exposed", "hidden",
+                "predicted_step", "measured_step", "measured_hidden");
+    for (size_t i = 0; i < caps.size(); ++i) {
+      plan.bucket_cap = caps[i] * (1 << 20);
+      const auto s = ddp::cost::predict_step(m, plan);
+      char h[16] = "-";
+      if (!hid.empty()) std::snprintf(h, sizeof(h), "%.0f%%", hid[i]);
+      std::printf("%10g %8d %12s %10s %7.0f%% %15s %14s %16s\n", caps[i], s.buckets, ms(s.comm_s).c_str(), ms(s.exposed_s).c_str(),
+                  s.hidden_share() * 100, ms(s.step_s).c_str(), got.empty() ? "-" : ms(got[i] / 1e3).c_str(), h);
+    }
+
+    // 3. What if: the same model and compute on a cluster, its links given by flag.
+    plan.world = nodes * gpus_per_node;
+    plan.bucket_cap = bucket_cap_mb * (1 << 20);
+    const auto c = ddp::cost::cluster(latency_us ? *latency_us / 1e6 : m.alpha, nodes, intra_gbps, inter_gbps);
+    const auto s = ddp::cost::predict_step(c, plan);
+    std::printf("\nwhat if: %d node(s) x %d ranks, %g Gb/s within a node, %g Gb/s between nodes, alpha %.1f us, cap %g MiB, "
+                "the same compute per rank:\n  step %s: all-reduce %s in %d bucket(s), %s exposed (%.0f%% hidden)\n",
+                nodes, gpus_per_node, intra_gbps, inter_gbps, c.alpha * 1e6, bucket_cap_mb, ms(s.step_s).c_str(),
+                ms(s.comm_s).c_str(), s.buckets, ms(s.exposed_s).c_str(), s.hidden_share() * 100);
+    return ddp::kExitOk;
+  });
+}

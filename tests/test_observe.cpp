@@ -1,0 +1,262 @@
+// Seeing inside a run (issue 6), as real processes: the --trace timelines of 03, 04 and 05 and
+// their merge, the faults injected into 02 and 05 and the rank the survivors' flight recorders
+// name, and the cost model (its fit in closed form, and bench/cost_model.sh end to end).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "bench/alpha_beta.h"
+#include "proc.h"
+
+using namespace ddp_test;
+
+namespace {
+
+// One event of a --trace file (the fields the tests look at).
+struct Event {
+  std::string name, ph;
+  int pid = -1;
+  double ts = 0, dur = 0;
+};
+
+double num(const std::string& line, const std::string& key) {
+  const auto at = line.find("\"" + key + "\":");
+  return at == std::string::npos ? NAN : std::strtod(line.c_str() + at + key.size() + 3, nullptr);
+}
+
+std::vector<Event> events(const std::string& path) {
+  std::vector<Event> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto n = line.find("\"name\":\"");
+    if (n == std::string::npos) continue;
+    Event e;
+    e.name = line.substr(n + 8, line.find('"', n + 8) - n - 8);
+    const auto p = line.find("\"ph\":\"");
+    e.ph = line.substr(p + 6, 1);
+    e.pid = static_cast<int>(num(line, "pid"));
+    e.ts = num(line, "ts");
+    e.dur = num(line, "dur");
+    out.push_back(e);
+  }
+  return out;
+}
+
+int count_events(const std::vector<Event>& ev, const std::string& name, int pid) {
+  int n = 0;
+  for (const auto& e : ev) n += e.name == name && e.pid == pid;
+  return n;
+}
+
+// How many of rank 0's all-reduces started before the backward they belong to had ended.
+int allreduces_inside_backward(const std::vector<Event>& ev) {
+  std::vector<std::pair<double, double>> backwards;
+  for (const auto& e : ev) {
+    if (e.pid == 0 && e.name == "backward") backwards.emplace_back(e.ts, e.ts + e.dur);
+  }
+  int inside = 0;
+  for (const auto& e : ev) {
+    if (e.pid != 0 || e.name != "all-reduce") continue;
+    for (const auto& [from, to] : backwards) inside += e.ts >= from && e.ts < to;
+  }
+  return inside;
+}
+
+std::string tail(const std::string& s) { return s.size() > 6000 ? s.substr(s.size() - 6000) : s; }
+
+}  // namespace
+
+TEST(Trace, TrainerWritesEveryPhaseAndBucketOfEveryRankAndMergesThem) {
+  const std::string dir = temp_dir();
+  const ProcResult r = run_one({{"05_ddp", "--nproc-per-node", "2", "--max-steps", "6", "--train-samples", "1024",
+                                 "--test-samples", "100", "--log-every", "3", "--timeout", "30", "--out", dir + "/run",
+                                 "--trace", dir + "/trace.json"}},
+                               120);
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  const std::string merged = read_text(dir + "/trace.json");
+  ASSERT_EQ(merged.rfind("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", 0), 0u) << merged.substr(0, 200);
+  EXPECT_EQ(merged.substr(merged.size() - 3), "]}\n");
+  const auto ev = events(dir + "/trace.json");
+  for (int rank = 0; rank < 2; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    for (const char* phase : {"data", "forward", "backward", "optimizer", "wait for all-reduces"}) {
+      EXPECT_EQ(count_events(ev, phase, rank), 6) << phase;
+    }
+    EXPECT_EQ(count_events(ev, "all-reduce stop-flag", rank), 5);  // after every step but the last
+    // Every step readies and all-reduces bucket 0 (the MLP's rebuilt layout may hold 1 or 2 buckets).
+    EXPECT_EQ(count_events(ev, "bucket0 ready", rank), 6);
+    EXPECT_EQ(count_events(ev, "all-reduce bucket0", rank), 6);
+    EXPECT_EQ(count_events(ev, "all-reduce bucket1", rank), count_events(ev, "bucket1 ready", rank));
+    // The per-rank files are what was merged.
+    EXPECT_EQ(static_cast<int>(events(dir + "/trace.rank" + std::to_string(rank) + ".json").size()),
+              static_cast<int>(std::count_if(ev.begin(), ev.end(), [&](const Event& e) { return e.pid == rank; })));
+  }
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"(overlap: ([0-9.]+)% of all-reduce time hidden behind backward)")))
+      << tail(r.output);
+  EXPECT_GE(std::stod(m[1]), 0.0);
+  EXPECT_LE(std::stod(m[1]), 100.0);
+  EXPECT_EQ(count(r.output, "trace: "), 1) << tail(r.output);
+
+  // trace_merge gives the same events from the per-rank files; anything else is refused (exit 2).
+  const ProcResult merge = run_one({{"trace_merge", "-o", dir + "/again.json", dir + "/trace.rank0.json", dir + "/trace.rank1.json"}}, 30);
+  ASSERT_EQ(merge.exit_code, 0) << merge.output;
+  EXPECT_EQ(events(dir + "/again.json").size(), ev.size());
+  std::ofstream(dir + "/bogus.json") << "[\n{\"name\":\"x\",\"ph\":\"X\",\"ts\":1}\nnot an event\n";
+  const ProcResult bad = run_one({{"trace_merge", "-o", dir + "/bad.json", dir + "/bogus.json"}}, 30);
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("bogus.json:3: not an event line"), std::string::npos) << bad.output;
+}
+
+TEST(Trace, ChapterThreeAllReducesAfterBackwardAndFourAsyncDuringIt) {
+  // The toy model has 4 parameters and trains 20 steps: 80 all-reduces per rank in each chapter.
+  // 03 starts them once backward has returned; 04 --comm async from its hooks, while it runs.
+  const std::string dir = temp_dir();
+  int inside[2] = {0, 0};
+  const char* chapters[2][3] = {{"03_manual_allreduce", "--timeout", "30"}, {"04_grad_hooks", "--comm", "async"}};
+  for (int c = 0; c < 2; ++c) {
+    const std::string out = dir + "/" + chapters[c][0] + ".json";
+    const ProcResult r = run_one({{"02_spawn", "--nproc-per-node", "2", "--timeout", "30", "--", bin(chapters[c][0]),
+                                   chapters[c][1], chapters[c][2], "--trace", out}},
+                                 120);
+    ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+    const auto ev = events(out);
+    EXPECT_EQ(count_events(ev, "all-reduce", 0), 80) << chapters[c][0];
+    EXPECT_EQ(count_events(ev, "all-reduce", 1), 80) << chapters[c][0];
+    EXPECT_EQ(count_events(ev, "backward", 0), 20) << chapters[c][0];
+    inside[c] = allreduces_inside_backward(ev);
+  }
+  EXPECT_EQ(inside[0], 0) << "03 all-reduces only after backward";
+  EXPECT_EQ(inside[1], 80) << "04 --comm async starts every all-reduce from a hook, inside backward";
+}
+
+// ---- faults: each injected for real; the survivors must name the rank ----
+
+namespace {
+ProcResult faulty_trainer(const std::vector<std::string>& fault, const std::string& timeout) {
+  const std::string dir = temp_dir();
+  return run_one({plus({"05_ddp", "--nproc-per-node", "2", "--on-failure", "wait", "--max-steps", "30", "--train-samples",
+                        "2048", "--test-samples", "100", "--log-every", "10", "--timeout", timeout, "--out", dir},
+                       fault)},
+                 120);
+}
+}  // namespace
+
+TEST(Faults, AKilledRankIsNamedGoneByTheSurvivor) {
+  const ProcResult r = faulty_trainer({"--kill-rank", "1", "--kill-at-step", "3"}, "20");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.output.find("[rank 1/2] fault injection: SIGKILL after step 3"), std::string::npos) << tail(r.output);
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\[rank 0/2\] flight recorder: rank 1 \(host [^,]+, pid [0-9]+\) is gone)")))
+      << tail(r.output);
+}
+
+TEST(Faults, AStragglerPastTheTimeoutIsNamedBehindAtTheCollectiveTheOthersWaitIn) {
+  // Rank 1 sleeps 8 s before each step; rank 0 gives up on bucket 0's all-reduce after 2 s.
+  const ProcResult r = faulty_trainer({"--straggle-rank", "1", "--straggle-ms", "8000"}, "2");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_TRUE(std::regex_search(
+      r.output, std::regex(R"(\[rank 0/2\] flight recorder: rank 1 is behind: it has not started #2 \(all-reduce bucket0 .*step 0\)\))")))
+      << tail(r.output);
+}
+
+TEST(Faults, ARankThatSkipsAnAllReduceIsNamedByItselfOrBySurvivors) {
+  const ProcResult r = faulty_trainer({"--skip-rank", "1", "--skip-at-step", "4"}, "5");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.output.find("[rank 1/2] fault injection (--skip-rank): not starting the all-reduce of bucket0"), std::string::npos);
+  // Gloo may abort the rank that receives the larger message (Note [When the backend aborts])
+  // or fail the collective: either way each report that names a culprit names rank 1.
+  const bool by_rank0 = r.output.find("[rank 0/2] flight recorder: rank 1 skipped a collective") != std::string::npos;
+  const bool by_rank1 = r.output.find("[rank 1/2] flight recorder: this rank (1) skipped a collective") != std::string::npos;
+  EXPECT_TRUE(by_rank0 || by_rank1) << tail(r.output);
+  EXPECT_EQ(count(r.output, "rank 0 skipped"), 0) << tail(r.output);
+  EXPECT_EQ(count(r.output, "this rank (0) skipped"), 0) << tail(r.output);
+}
+
+TEST(Faults, SpawnsBuiltInWorkersNameTheStragglerAndTheKilledRank) {
+  const ProcResult slow = run_one({{"02_spawn", "--world-size", "3", "--fail-rank", "2", "--fail-mode", "straggle",
+                                    "--straggle-ms", "8000", "--timeout", "2"}},
+                                  60);
+  EXPECT_NE(slow.exit_code, 0);
+  EXPECT_NE(slow.output.find("flight recorder: rank 2 is behind: it has not started #1 (all-reduce sum-of-ranks"), std::string::npos)
+      << tail(slow.output);
+  const ProcResult killed = run_one({{"02_spawn", "--world-size", "2", "--fail-rank", "1", "--fail-mode", "kill",
+                                      "--on-failure", "wait", "--timeout", "20"}},
+                                    60);
+  EXPECT_NE(killed.exit_code, 0);
+  EXPECT_TRUE(std::regex_search(killed.output, std::regex(R"(\[rank 0/2\] flight recorder: rank 1 \(host [^,]+, pid [0-9]+\) is gone)")))
+      << tail(killed.output);
+}
+
+// ---- the cost model ----
+
+TEST(CostModel, TheFitRecoversAlphaAndBetaOfExactRingTimes) {
+  const ddp::cost::AlphaBeta truth{30e-6, 0.8e-9};
+  std::vector<ddp::cost::Point> points;
+  for (int n = 2; n <= 4; ++n) {
+    for (double s = 4096; s <= 64 << 20; s *= 2) points.push_back({n, s, truth.time(n, s)});
+  }
+  const auto m = ddp::cost::fit(points);
+  EXPECT_NEAR(m.alpha, truth.alpha, 1e-12);
+  EXPECT_NEAR(m.beta, truth.beta, 1e-18);
+  // busbw = algbw * 2(n-1)/n, as nccl-tests defines it.
+  const ddp::cost::Point p{4, 1 << 20, 0.002};
+  EXPECT_DOUBLE_EQ(ddp::cost::algbw(p), (1 << 20) / 0.002);
+  EXPECT_DOUBLE_EQ(ddp::cost::busbw(p), (1 << 20) / 0.002 * 1.5);
+  EXPECT_THROW(ddp::cost::fit({{2, 4096, 1e-4}, {3, 4096, 2e-4}}), std::invalid_argument);
+}
+
+TEST(CostModel, AStepOverlapsEveryBucketButTheLast) {
+  // alpha 0, beta 0.5 ns/byte: at world 2 T = S beta, 0.524288 ms per MiB. 3 MiB of gradients
+  // over a 3 ms backward, cap 1 MiB: buckets ready at 1, 2 and 3 ms, each all-reduced before
+  // the next is ready; only the last one is left after backward.
+  const ddp::cost::AlphaBeta m{0, 0.5e-9};
+  ddp::cost::StepPlan plan;
+  plan.param_bytes = 3 << 20, plan.bucket_cap = 1 << 20, plan.backward_s = 3e-3, plan.forward_s = 1e-3, plan.world = 2;
+  const auto s = ddp::cost::predict_step(m, plan);
+  EXPECT_EQ(s.buckets, 3);
+  EXPECT_NEAR(s.comm_s, 3 * 0.524288e-3, 1e-12);
+  EXPECT_NEAR(s.exposed_s, 0.524288e-3, 1e-12);
+  EXPECT_NEAR(s.step_s, 1e-3 + 3e-3 + 0.524288e-3, 1e-12);
+  EXPECT_NEAR(s.hidden_share(), 2.0 / 3, 1e-12);
+  // Twice the bytes per second of link: each all-reduce outlasts the gap to the next bucket,
+  // they queue, and 1.145728 ms are left: 2.048576 -> 3.097152 -> 4.145728 ms.
+  const auto slow = ddp::cost::predict_step(ddp::cost::AlphaBeta{0, 1e-9}, plan);
+  EXPECT_NEAR(slow.exposed_s, 1.145728e-3, 1e-12);
+}
+
+TEST(CostModel, OneCommandMeasuresFitsAndPredicts) {
+  const std::string dir = temp_dir();
+  ProcSpec s{{DDP_SOURCE_DIR "/bench/cost_model.sh", "--quick", dir + "/cost"}, {{"DDP_BUILD_DIR", DDP_BIN_DIR}}};
+  const ProcResult r = run_one(s, 240);
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  // Every point of the sweep (world 2 and 3, 4 KiB to 1 MiB) with consistent bandwidths.
+  std::regex row(R"(^\s+([23])\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+[-+][0-9.]+%$)");
+  std::istringstream in(r.output);
+  std::string line;
+  int rows = 0;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_match(line, m, row)) continue;
+    ++rows;
+    const int n = std::stoi(m[1]);
+    const double bytes = std::stod(m[2]), us = std::stod(m[3]), alg = std::stod(m[4]), bus = std::stod(m[5]);
+    EXPECT_NEAR(alg, bytes / us / 1e3, 0.0015 + alg * 0.01) << line;
+    EXPECT_NEAR(bus, alg * 2 * (n - 1) / n, 0.0015 + bus * 0.01) << line;
+  }
+  EXPECT_EQ(rows, 2 * 9) << tail(r.output);
+  EXPECT_NE(r.output.find("fitted ring model: alpha = "), std::string::npos);
+  EXPECT_NE(r.output.find("ours vs plain c10d all-reduce: plain/ours = "), std::string::npos);
+  // The bucket sweep: a predicted and a measured step for each cap.
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\n\s+1\s+\d+\s+[0-9.]+ ms .* [0-9.]+ ms\s+[0-9.]+ ms\s+[0-9.]+%\n)"))) << tail(r.output);
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\n\s+25\s+\d+\s+[0-9.]+ ms .* [0-9.]+ ms\s+[0-9.]+ ms\s+[0-9.]+%\n)"))) << tail(r.output);
+  EXPECT_NE(r.output.find("what if: 4 node(s) x 8 ranks"), std::string::npos);
+}

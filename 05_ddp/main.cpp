@@ -11,6 +11,7 @@
 //   torchrun --nproc-per-node 2 --no-python ./build-cuda/05_ddp --model cnn
 //   ./build-cpu/05_ddp --nproc-per-node 2 --reset       # start over instead of resuming
 //   ./build-cpu/05_ddp --nproc-per-node 2 --drill-after 10   # rehearse a preemption (chapter 06), then rerun
+//   ./build-cpu/05_ddp --nproc-per-node 2 --trace runs/trace.json   # a timeline for https://ui.perfetto.dev
 //
 // Expected output (scripts/run.sh: --nproc-per-node 2 --max-steps 300 --log-every 100; trimmed):
 //   [rank 0/2] data: 60000 train / 10000 test images from /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz

@@ -6,6 +6,8 @@
 //   ./build-cpu/cost_model --csv runs/cost/allreduce.csv
 //   ./build-cpu/cost_model --csv runs/cost/allreduce.csv --trace runs/cost/trace.json \
 //       --bucket-sweep 0.25,1,4,25 --nodes 4 --gpus-per-node 8 --intra-gbps 800 --inter-gbps 25
+//   ./build-cpu/cost_model --csv runs/cost/allreduce.csv --param-mb 440 --forward-ms 60 --backward-ms 120 \
+//       --bucket-cap-mb 25 --nodes 4 --gpus-per-node 8 --inter-gbps 25     # a model you have not traced
 //
 // Expected output: see bench/README.md (figures of the machine it runs on).
 
@@ -128,10 +130,14 @@ int main(int argc, char** argv) {
   CLI::App app{"cost_model: the alpha-beta model of all-reduce, fitted here, and the DDP steps it predicts"};
   std::string csv, trace, sweep, measured, measured_hidden;
   double bucket_cap_mb = 25, intra_gbps = 100, inter_gbps = 25;
-  std::optional<double> latency_us;
+  std::optional<double> latency_us, param_mb, forward_ms, backward_ms, optimizer_ms;
   int nodes = 4, gpus_per_node = 8;
   app.add_option("--csv", csv, "allreduce_bench's measurements (world,bytes,plain_us,ours_us)")->required();
   app.add_option("--trace", trace, "A merged 05_ddp --trace file: compute times and gradient bytes of its steps");
+  app.add_option("--param-mb", param_mb, "Gradient megabytes of the step to predict [default: the traced run's]")->check(CLI::PositiveNumber);
+  app.add_option("--forward-ms", forward_ms, "Forward (and data) time per step [default: the traced run's]")->check(CLI::NonNegativeNumber);
+  app.add_option("--backward-ms", backward_ms, "Backward's computing time per step [default: the traced run's]")->check(CLI::PositiveNumber);
+  app.add_option("--optimizer-ms", optimizer_ms, "Optimizer time per step [default: the traced run's, else 0]")->check(CLI::NonNegativeNumber);
   app.add_option("--bucket-cap-mb", bucket_cap_mb, "Bucket cap of the predicted step [default 25]")->check(CLI::PositiveNumber);
   app.add_option("--bucket-sweep", sweep, "Predict the step for each of these caps (MiB, comma-separated)");
   app.add_option("--measured-ms", measured, "The measured step time for each cap of --bucket-sweep, same order");
@@ -168,14 +174,23 @@ int main(int argc, char** argv) {
                   std::exp(log_sum / g_plain_over_ours.size()), g_plain_over_ours.size(), g_plain_over_ours.front(),
                   g_plain_over_ours.back());
     }
-    if (trace.empty()) return ddp::kExitOk;
+    const bool by_hand = param_mb && backward_ms;
+    if (trace.empty() && !by_hand) {
+      if (param_mb || forward_ms || backward_ms || optimizer_ms) throw ddp::UsageError("without --trace, give at least --param-mb and --backward-ms");
+      return ddp::kExitOk;
+    }
 
-    // 2. The DDP step of a traced run, predicted from its compute times and the fitted model.
-    const auto t = read_trace(trace);
+    // 2. A DDP step, predicted from compute times (a traced run's, or given by flag) and the fitted model.
+    TracedStep t = trace.empty() ? TracedStep{} : read_trace(trace);
+    if (trace.empty()) t.world = 2, t.steps = 0, trace = "the flags";
+    if (param_mb) t.grad_bytes = *param_mb * 1e6;
+    if (forward_ms) t.forward_s = *forward_ms / 1e3;
+    if (backward_ms) t.backward_s = *backward_ms / 1e3;
+    if (optimizer_ms) t.optimizer_s = *optimizer_ms / 1e3;
     ddp::cost::StepPlan plan;
     plan.param_bytes = t.grad_bytes, plan.world = t.world;
     plan.forward_s = t.forward_s, plan.backward_s = t.backward_s, plan.optimizer_s = t.optimizer_s;
-    std::printf("\nDDP step of %s (rank 0, median of %d steps): %.2f MB of gradients, forward+data %s, backward "
+    std::printf("\nDDP step of %s (rank 0, median of %d traced steps): %.2f MB of gradients, forward+data %s, backward "
                 "computing %s, optimizer %s, world %d\n",
                 trace.c_str(), t.steps, t.grad_bytes / 1e6, ms(t.forward_s).c_str(), ms(t.backward_s).c_str(),
                 ms(t.optimizer_s).c_str(), t.world);

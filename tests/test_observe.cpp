@@ -260,3 +260,28 @@ TEST(CostModel, OneCommandMeasuresFitsAndPredicts) {
   EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\n\s+25\s+\d+\s+[0-9.]+ ms .* [0-9.]+ ms\s+[0-9.]+ ms\s+[0-9.]+%\n)"))) << tail(r.output);
   EXPECT_NE(r.output.find("what if: 4 node(s) x 8 ranks"), std::string::npos);
 }
+
+TEST(CostModel, PredictsAStepGivenByFlagsAndRefusesHalfAPlan) {
+  // Exact ring times (alpha 30 us, beta 0.8 ns/byte) fit exactly; 3 MiB of gradients over a
+  // 3 ms backward at cap 1 MiB, world 2: three buckets of 0.89886 ms each, ready at 1, 2, 3 ms;
+  // only the last is exposed: step = 1 + 3 + 0.899 = 4.90 ms, all-reduce 2.70 ms in all.
+  const std::string dir = temp_dir();
+  {
+    std::ofstream csv(dir + "/exact.csv");
+    for (int n = 2; n <= 3; ++n) {
+      for (double s = 4096; s <= 1 << 20; s *= 4) {
+        const double us = 2.0 * (n - 1) * (30 + s / n * 0.8e-3);
+        csv << n << "," << s << "," << us << "," << us << "\n";
+      }
+    }
+  }
+  const ProcResult r = run_one({{"cost_model", "--csv", dir + "/exact.csv", "--param-mb", "3.145728", "--forward-ms", "1",
+                                 "--backward-ms", "3", "--bucket-cap-mb", "1"}},
+                               30);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("alpha = 30.0 us per step, beta = 0.800 ns/byte"), std::string::npos) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\n\s+1\s+3\s+2\.70 ms\s+0\.90 ms\s+67%\s+4\.90 ms)"))) << r.output;
+  const ProcResult half = run_one({{"cost_model", "--csv", dir + "/exact.csv", "--param-mb", "3"}}, 30);
+  EXPECT_EQ(half.exit_code, 2) << half.output;
+  EXPECT_NE(half.output.find("give at least --param-mb and --backward-ms"), std::string::npos) << half.output;
+}

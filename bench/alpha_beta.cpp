@@ -33,11 +33,27 @@ AlphaBeta fit(const std::vector<Point>& points) {
 StepPrediction predict_step(const AlphaBeta& m, const StepPlan& plan) {
   StepPrediction out;
   const double first = 1 << 20;
-  double done_bytes = 0, comm_end = 0;
-  for (double limit = first; done_bytes < plan.param_bytes; limit = plan.bucket_cap) {
-    const double size = std::min(limit, plan.param_bytes - done_bytes);
-    done_bytes += size;
-    const double ready = plan.backward_s * done_bytes / plan.param_bytes;
+  // The buckets: (bytes, ready time).
+  std::vector<std::pair<double, double>> buckets;
+  if (plan.gradients.empty()) {
+    double done_bytes = 0;
+    for (double limit = first; done_bytes < plan.param_bytes; limit = plan.bucket_cap) {
+      const double size = std::min(limit, plan.param_bytes - done_bytes);
+      done_bytes += size;
+      buckets.emplace_back(size, plan.backward_s * done_bytes / plan.param_bytes);
+    }
+  } else {
+    double bytes = 0, limit = first;
+    for (size_t i = 0; i < plan.gradients.size(); ++i) {
+      bytes += plan.gradients[i].bytes;
+      if (bytes >= limit || i + 1 == plan.gradients.size()) {
+        buckets.emplace_back(bytes, plan.gradients[i].ready_s);
+        bytes = 0, limit = plan.bucket_cap;
+      }
+    }
+  }
+  double comm_end = 0;
+  for (const auto& [size, ready] : buckets) {
     const double t = m.time(plan.world, size);
     comm_end = std::max(comm_end, ready) + t;  // one all-reduce after another
     out.comm_s += t;

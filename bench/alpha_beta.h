@@ -39,14 +39,23 @@ double busbw(const Point& p);  // algbw * 2(n-1)/n
 // points cannot determine both (fewer than two distinct sizes).
 AlphaBeta fit(const std::vector<Point>& points);
 
-// A DDP step by the model: backward produces `param_bytes` of gradients at an even rate over
-// `backward_s`; buckets of `bucket_cap` bytes (the first one 1 MiB, as in 05) each start their
-// all-reduce when complete, one after another; the step ends when backward and the last
-// all-reduce have, plus forward and the optimizer.
+// One gradient as backward produces it: its size, and when it is ready (seconds after
+// backward started).
+struct Gradient {
+  double bytes = 0, ready_s = 0;
+};
+
+// A DDP step by the model. Buckets are cut as 05 (and PyTorch) cut them: gradients in the
+// order they become ready, whole tensors, a bucket closed once it holds at least its limit
+// (1 MiB for the first, `bucket_cap` after). Without `gradients`, backward produces
+// `param_bytes` as a steady stream over `backward_s` and a bucket is exactly its limit. Each
+// bucket's all-reduce starts when its last gradient is ready and the previous all-reduce is
+// done; the step ends when backward and the last all-reduce have, plus forward and optimizer.
 struct StepPlan {
   double param_bytes = 0, bucket_cap = 25.0 * (1 << 20);
   double forward_s = 0, backward_s = 0, optimizer_s = 0;
   int world = 2;
+  std::vector<Gradient> gradients;  // in ready order (from a --trace run); empty: a steady stream
 };
 struct StepPrediction {
   int buckets = 0;

@@ -18,6 +18,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "bench/alpha_beta.h"
 #include "common/cli.h"
@@ -59,6 +60,7 @@ std::vector<Point> read_csv(const std::string& path) {
 struct TracedStep {
   double forward_s = 0, backward_s = 0, optimizer_s = 0, grad_bytes = 0;
   int world = 0, steps = 0;
+  std::vector<ddp::cost::Gradient> gradients;  // in ready order, each at its median time into backward
 };
 
 double field(const std::string& line, const std::string& key) {
@@ -70,17 +72,24 @@ TracedStep read_trace(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw ddp::UsageError("--trace: cannot read " + path);
   std::map<std::string, std::vector<double>> dur;  // rank 0's spans by name
+  std::vector<std::pair<double, double>> backwards;  // rank 0's: start, end (us)
+  std::vector<std::tuple<double, int, double>> ready;  // rank 0's "gradient ready": time, param, bytes
   double bucket_bytes = 0;
   std::set<int> pids;
   std::string line;
   while (std::getline(in, line)) {
     const auto n0 = line.find("\"name\":\"");
-    if (n0 == std::string::npos || line.find("\"ph\":\"X\"") == std::string::npos) continue;
+    if (n0 == std::string::npos) continue;
     const std::string name = line.substr(n0 + 8, line.find('"', n0 + 8) - n0 - 8);
     const int pid = static_cast<int>(field(line, "pid"));
+    if (line.find("\"ph\":\"i\"") != std::string::npos && pid == 0 && name == "gradient ready") {
+      ready.emplace_back(field(line, "ts"), static_cast<int>(field(line, "param")), field(line, "bytes"));
+    }
+    if (line.find("\"ph\":\"X\"") == std::string::npos) continue;
     pids.insert(pid);
     if (pid != 0) continue;
     dur[name].push_back(field(line, "dur") / 1e6);
+    if (name == "backward") backwards.emplace_back(field(line, "ts"), field(line, "ts") + field(line, "dur"));
     if (name.rfind("all-reduce bucket", 0) == 0) bucket_bytes += field(line, "bytes");
   }
   TracedStep t;
@@ -102,6 +111,18 @@ TracedStep read_trace(const std::string& path) {
   t.backward_s = median(computing);
   t.optimizer_s = median(dur["optimizer"]);
   t.grad_bytes = bucket_bytes / t.steps;
+  // Each gradient's time into its backward, the median over the steps, in the order of those.
+  std::map<int, std::pair<double, std::vector<double>>> by_param;  // bytes, offsets (s)
+  std::sort(backwards.begin(), backwards.end());
+  for (const auto& [ts, param, bytes] : ready) {
+    auto it = std::upper_bound(backwards.begin(), backwards.end(), std::make_pair(ts, 1e300));
+    if (it == backwards.begin() || ts > std::prev(it)->second) continue;
+    auto& p = by_param[param];
+    p.first = bytes;
+    p.second.push_back((ts - std::prev(it)->first) / 1e6);
+  }
+  for (auto& [param, p] : by_param) t.gradients.push_back({p.first, median(p.second)});
+  std::sort(t.gradients.begin(), t.gradients.end(), [](const auto& a, const auto& b) { return a.ready_s < b.ready_s; });
   return t;
 }
 
@@ -183,6 +204,7 @@ int main(int argc, char** argv) {
     // 2. A DDP step, predicted from compute times (a traced run's, or given by flag) and the fitted model.
     TracedStep t = trace.empty() ? TracedStep{} : read_trace(trace);
     if (trace.empty()) t.world = 2, t.steps = 0, trace = "the flags";
+    if (param_mb || backward_ms) t.gradients.clear();  // a model by flag: gradients as a steady stream
     if (param_mb) t.grad_bytes = *param_mb * 1e6;
     if (forward_ms) t.forward_s = *forward_ms / 1e3;
     if (backward_ms) t.backward_s = *backward_ms / 1e3;
@@ -190,10 +212,16 @@ int main(int argc, char** argv) {
     ddp::cost::StepPlan plan;
     plan.param_bytes = t.grad_bytes, plan.world = t.world;
     plan.forward_s = t.forward_s, plan.backward_s = t.backward_s, plan.optimizer_s = t.optimizer_s;
+    plan.gradients = t.gradients;
     std::printf("\nDDP step of %s (rank 0, median of %d traced steps): %.2f MB of gradients, forward+data %s, backward "
                 "computing %s, optimizer %s, world %d\n",
                 trace.c_str(), t.steps, t.grad_bytes / 1e6, ms(t.forward_s).c_str(), ms(t.backward_s).c_str(),
                 ms(t.optimizer_s).c_str(), t.world);
+    if (!t.gradients.empty()) {
+      std::printf("buckets cut from the %zu gradients in the order and at the times they became ready (median)\n", t.gradients.size());
+    } else {
+      std::printf("gradients as a steady stream over backward, buckets exactly their cap\n");
+    }
     std::vector<double> caps = sweep.empty() ? std::vector<double>{bucket_cap_mb} : parse_list("--bucket-sweep", sweep);
     std::vector<double> got = measured.empty() ? std::vector<double>{} : parse_list("--measured-ms", measured);
     std::vector<double> hid = measured_hidden.empty() ? std::vector<double>{} : parse_list("--measured-hidden", measured_hidden);

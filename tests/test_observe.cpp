@@ -112,6 +112,16 @@ TEST(Trace, TrainerWritesEveryPhaseAndBucketOfEveryRankAndMergesThem) {
   const ProcResult bad = run_one({{"trace_merge", "-o", dir + "/bad.json", dir + "/bogus.json"}}, 30);
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("bogus.json:3: not an event line"), std::string::npos) << bad.output;
+
+  // The same trace as text: one step, a line per rank and track.
+  const ProcResult text = run_one({{"trace_merge", "--text", dir + "/trace.json", "--step", "3"}}, 30);
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  for (const char* lane : {"rank 0 compute     :", "rank 0 collectives :", "rank 1 compute     :", "rank 1 collectives :"}) {
+    EXPECT_NE(text.output.find(lane), std::string::npos) << lane << "\n" << text.output;
+  }
+  EXPECT_NE(text.output.find("|forward"), std::string::npos) << text.output;
+  const ProcResult no_step = run_one({{"trace_merge", "--text", dir + "/trace.json", "--step", "5"}}, 30);
+  EXPECT_EQ(no_step.exit_code, 2) << no_step.output;  // 6 forwards: step 5 has no next one to end it
 }
 
 TEST(Trace, ChapterThreeAllReducesAfterBackwardAndFourAsyncDuringIt) {
@@ -148,13 +158,19 @@ ProcResult faulty_trainer(const std::vector<std::string>& fault, const std::stri
 }
 }  // namespace
 
-TEST(Faults, AKilledRankIsNamedGoneByTheSurvivor) {
-  const ProcResult r = faulty_trainer({"--kill-rank", "1", "--kill-at-step", "3"}, "20");
+TEST(Faults, AKilledRankIsNamedGoneByTheSurvivorAndItsTraceKeepsItsSteps) {
+  const std::string dir = temp_dir();
+  const ProcResult r = faulty_trainer({"--kill-rank", "1", "--kill-at-step", "3", "--trace", dir + "/t.json"}, "20");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_FALSE(r.timed_out);
   EXPECT_NE(r.output.find("[rank 1/2] fault injection: SIGKILL after step 3"), std::string::npos) << tail(r.output);
   EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\[rank 0/2\] flight recorder: rank 1 \(host [^,]+, pid [0-9]+\) is gone)")))
       << tail(r.output);
+  // Nobody merged (the run failed); the killed rank's file, without its closing "]", still
+  // holds steps 0-3 and merges with the survivor's.
+  const ProcResult merge = run_one({{"trace_merge", "-o", dir + "/t.json", dir + "/t.rank0.json", dir + "/t.rank1.json"}}, 30);
+  ASSERT_EQ(merge.exit_code, 0) << merge.output;
+  EXPECT_EQ(count_events(events(dir + "/t.json"), "optimizer", 1), 4);
 }
 
 TEST(Faults, AStragglerPastTheTimeoutIsNamedBehindAtTheCollectiveTheOthersWaitIn) {
@@ -231,6 +247,15 @@ TEST(CostModel, AStepOverlapsEveryBucketButTheLast) {
   // they queue, and 1.145728 ms are left: 2.048576 -> 3.097152 -> 4.145728 ms.
   const auto slow = ddp::cost::predict_step(ddp::cost::AlphaBeta{0, 1e-9}, plan);
   EXPECT_NEAR(slow.exposed_s, 1.145728e-3, 1e-12);
+  // Whole tensors, as traced: 0.6 MiB at 1 ms and 0.6 MiB at 1.5 ms make the first bucket
+  // (1.2 MiB >= 1 MiB, ready at 1.5 ms), 3 MiB at 3 ms the second: 0.629 ms + 1.573 ms of
+  // all-reduce, the second all exposed (3 -> 4.572864 ms).
+  const double mib = 1 << 20;
+  plan.gradients = {{0.6 * mib, 1e-3}, {0.6 * mib, 1.5e-3}, {3 * mib, 3e-3}};
+  const auto traced = ddp::cost::predict_step(m, plan);
+  EXPECT_EQ(traced.buckets, 2);
+  EXPECT_NEAR(traced.comm_s, 1.2 * mib * 0.5e-9 + 3 * mib * 0.5e-9, 1e-12);
+  EXPECT_NEAR(traced.exposed_s, 3 * mib * 0.5e-9, 1e-12);
 }
 
 TEST(CostModel, OneCommandMeasuresFitsAndPredicts) {

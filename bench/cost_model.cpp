@@ -213,9 +213,9 @@ int main(int argc, char** argv) {
     plan.param_bytes = t.grad_bytes, plan.world = t.world;
     plan.forward_s = t.forward_s, plan.backward_s = t.backward_s, plan.optimizer_s = t.optimizer_s;
     plan.gradients = t.gradients;
-    std::printf("\nDDP step of %s (rank 0, median of %d traced steps): %.2f MB of gradients, forward+data %s, backward "
-                "computing %s, optimizer %s, world %d\n",
-                trace.c_str(), t.steps, t.grad_bytes / 1e6, ms(t.forward_s).c_str(), ms(t.backward_s).c_str(),
+    const std::string source = t.steps > 0 ? trace + " (rank 0, median of " + std::to_string(t.steps) + " traced steps)" : trace;
+    std::printf("\nDDP step of %s: %.2f MB of gradients, forward+data %s, backward computing %s, optimizer %s, world %d\n",
+                source.c_str(), t.grad_bytes / 1e6, ms(t.forward_s).c_str(), ms(t.backward_s).c_str(),
                 ms(t.optimizer_s).c_str(), t.world);
     if (!t.gradients.empty()) {
       std::printf("buckets cut from the %zu gradients in the order and at the times they became ready (median)\n", t.gradients.size());

@@ -25,7 +25,7 @@ namespace ddp {
 
 namespace {
 constexpr auto kPublishEvery = std::chrono::milliseconds(250);  // heartbeat
-constexpr auto kPublishGap = std::chrono::milliseconds(20);     // at most this often on changes
+constexpr auto kPublishGap = std::chrono::milliseconds(100);    // at most this often on changes
 constexpr double kSilentGoneS = 2.0;  // another host's rank that has not published for this long is gone
 constexpr auto kSettle = std::chrono::milliseconds(400);  // > 1 heartbeat: the peers' newest records are in
 

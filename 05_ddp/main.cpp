@@ -20,6 +20,7 @@
 //   [rank 0/2] epoch 1/3 [######....] step 300/300 loss 0.4022 lr 3.084e-06 1587 samples/s ETA 0:00
 //   [rank 0/2] validation after step 300: loss 0.4111, accuracy 85.14% (10000 images)
 //   [rank 0/2] checkpoint written: runs/05_ddp/checkpoints/ckpt-000000300.pt
+//   [rank 0/2] overlap: 7.24% of all-reduce time hidden behind backward (0.00515s of all-reduce per step on rank 0)
 //   [rank 0/2] check: every rank holds the same parameters: OK
 //   [rank 0/2] check: test accuracy 85.14% is above 10.00% (chance): OK
 //   [rank 0/2] params fingerprint 94b89c141ae2628d (bit-identical runs print the same)

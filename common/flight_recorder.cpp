@@ -182,7 +182,7 @@ void FlightRecorder::on_terminate() {
     {
       std::lock_guard<std::mutex> lock(rec->s_->mu);
       for (const auto& r : rec->s_->records) {
-        if (r.state == 'I') in_flight = r.seq;
+        if (r.state == 'I' && in_flight < 0) in_flight = r.seq;  // the oldest: the one the others may wait in
       }
     }
     log("flight recorder: the backend aborted this process: " + what);

@@ -113,13 +113,23 @@ TEST(Trace, TrainerWritesEveryPhaseAndBucketOfEveryRankAndMergesThem) {
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("bogus.json:3: not an event line"), std::string::npos) << bad.output;
 
-  // The same trace as text: one step, a line per rank and track.
-  const ProcResult text = run_one({{"trace_merge", "--text", dir + "/trace.json", "--step", "3"}}, 30);
+  // The same trace as text: one step, a line per rank and track (1000 characters wide, so that
+  // the name of a span of 1 % of the step still fits).
+  const ProcResult text = run_one({{"trace_merge", "--text", dir + "/trace.json", "--step", "3", "--width", "1000"}}, 30);
   ASSERT_EQ(text.exit_code, 0) << text.output;
   for (const char* lane : {"rank 0 compute     :", "rank 0 collectives :", "rank 1 compute     :", "rank 1 collectives :"}) {
     EXPECT_NE(text.output.find(lane), std::string::npos) << lane << "\n" << text.output;
   }
-  EXPECT_NE(text.output.find("|forward"), std::string::npos) << text.output;
+  // Each rank's compute lane holds its forward and backward (each far more than 1 % of a step).
+  std::istringstream lanes(text.output);
+  int compute_lanes = 0;
+  for (std::string lane; std::getline(lanes, lane);) {
+    if (lane.find(" compute ") == std::string::npos) continue;
+    ++compute_lanes;
+    EXPECT_NE(lane.find("|forward="), std::string::npos) << lane;
+    EXPECT_NE(lane.find("|backward="), std::string::npos) << lane;
+  }
+  EXPECT_EQ(compute_lanes, 2) << text.output;
   const ProcResult no_step = run_one({{"trace_merge", "--text", dir + "/trace.json", "--step", "5"}}, 30);
   EXPECT_EQ(no_step.exit_code, 2) << no_step.output;  // 6 forwards: step 5 has no next one to end it
 }

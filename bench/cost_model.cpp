@@ -25,6 +25,7 @@
 #include "common/errors.h"
 #include "common/failure.h"
 #include "common/log.h"
+#include "common/trace.h"
 
 namespace {
 using ddp::cost::Point;
@@ -63,11 +64,6 @@ struct TracedStep {
   std::vector<ddp::cost::Gradient> gradients;  // in ready order, each at its median time into backward
 };
 
-double field(const std::string& line, const std::string& key) {
-  const auto at = line.find("\"" + key + "\":");
-  return at == std::string::npos ? -1 : std::strtod(line.c_str() + at + key.size() + 3, nullptr);
-}
-
 TracedStep read_trace(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw ddp::UsageError("--trace: cannot read " + path);
@@ -78,19 +74,21 @@ TracedStep read_trace(const std::string& path) {
   std::set<int> pids;
   std::string line;
   while (std::getline(in, line)) {
-    const auto n0 = line.find("\"name\":\"");
-    if (n0 == std::string::npos) continue;
-    const std::string name = line.substr(n0 + 8, line.find('"', n0 + 8) - n0 - 8);
-    const int pid = static_cast<int>(field(line, "pid"));
+    const std::string name = ddp::event_name(line);
+    const double pid_value = ddp::event_number(line, "pid");
+    if (name.empty() || std::isnan(pid_value)) continue;
+    const int pid = static_cast<int>(pid_value);
     if (line.find("\"ph\":\"i\"") != std::string::npos && pid == 0 && name == "gradient ready") {
-      ready.emplace_back(field(line, "ts"), static_cast<int>(field(line, "param")), field(line, "bytes"));
+      ready.emplace_back(ddp::event_number(line, "ts"), static_cast<int>(ddp::event_number(line, "param")),
+                         ddp::event_number(line, "bytes"));
     }
     if (line.find("\"ph\":\"X\"") == std::string::npos) continue;
     pids.insert(pid);
     if (pid != 0) continue;
-    dur[name].push_back(field(line, "dur") / 1e6);
-    if (name == "backward") backwards.emplace_back(field(line, "ts"), field(line, "ts") + field(line, "dur"));
-    if (name.rfind("all-reduce bucket", 0) == 0) bucket_bytes += field(line, "bytes");
+    const double ts = ddp::event_number(line, "ts"), duration = ddp::event_number(line, "dur");
+    dur[name].push_back(duration / 1e6);
+    if (name == "backward") backwards.emplace_back(ts, ts + duration);
+    if (name.rfind("all-reduce bucket", 0) == 0) bucket_bytes += ddp::event_number(line, "bytes");
   }
   TracedStep t;
   t.world = static_cast<int>(pids.size());

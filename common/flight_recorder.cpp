@@ -164,6 +164,17 @@ struct FlightRecorder::State {
 namespace {
 FlightRecorder* g_terminating = nullptr;
 std::terminate_handler g_previous_terminate = nullptr;
+
+// Logs the diagnosis of collective `seq`, a line per finding; returns the findings about the
+// other ranks, joined, for the error (this rank's own history stays in its log).
+std::string log_diagnosis(FlightRecorder& rec, int64_t seq) {
+  std::string findings;
+  for (const std::string& line : rec.diagnose(seq)) {
+    log("flight recorder: " + line);
+    if (line.rfind("this rank's last", 0) != 0) findings += (findings.empty() ? "" : "; ") + line;
+  }
+  return findings;
+}
 }  // namespace
 
 void FlightRecorder::on_terminate() {
@@ -186,13 +197,7 @@ void FlightRecorder::on_terminate() {
       }
     }
     log("flight recorder: the backend aborted this process: " + what);
-    std::string findings;
-    if (in_flight > 0) {
-      for (const std::string& line : rec->diagnose(in_flight)) {
-        log("flight recorder: " + line);
-        if (line.rfind("this rank's last", 0) != 0) findings += (findings.empty() ? "" : "; ") + line;
-      }
-    }
+    const std::string findings = in_flight > 0 ? log_diagnosis(*rec, in_flight) : "";
     write_error_file("the backend aborted: " + what + (findings.empty() ? "" : " [flight recorder: " + findings + "]"));
     std::string text;
     {
@@ -387,11 +392,7 @@ void wait(Group& g, Pending& p) {
     if (!g.recorder || p.seq < 0) throw;
     g.recorder->failed(p.seq);
     log("flight recorder: collective " + p.name + " (#" + std::to_string(p.seq) + ") failed: " + what);
-    std::string findings;  // about the other ranks; this rank's own history stays in its log
-    for (const std::string& line : g.recorder->diagnose(p.seq)) {
-      log("flight recorder: " + line);
-      if (line.rfind("this rank's last", 0) != 0) findings += (findings.empty() ? "" : "; ") + line;
-    }
+    const std::string findings = log_diagnosis(*g.recorder, p.seq);
     throw CollectiveError(p.name + " (#" + std::to_string(p.seq) + ") failed: " + what + " [flight recorder: " + findings + "]");
   }
   if (g.recorder && p.seq > 0) {

@@ -95,6 +95,16 @@ void Trace::close() {
   file_ = nullptr;
 }
 
+std::string event_name(const std::string& line) {
+  const auto at = line.find("\"name\":\"");
+  return at == std::string::npos ? "" : line.substr(at + 8, line.find('"', at + 8) - at - 8);
+}
+
+double event_number(const std::string& line, const std::string& key) {
+  const auto at = line.find("\"" + key + "\":");
+  return at == std::string::npos ? NAN : std::strtod(line.c_str() + at + key.size() + 3, nullptr);
+}
+
 std::string rank_trace_path(const std::string& path, int rank) {
   const auto slash = path.rfind('/');
   const auto dot = path.rfind('.');

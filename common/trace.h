@@ -60,6 +60,12 @@ class Span {
   double start_;
 };
 
+// Reading back an event line of a --trace file (Trace writes one event per line): its
+// "name" ("" if none), and a numeric member ("ts", "dur", "pid", "tid", or one of its "args"),
+// NaN if it has none.
+std::string event_name(const std::string& line);
+double event_number(const std::string& line, const std::string& key);
+
 // "out.json" -> "out.rank1.json": the file rank `rank` writes for --trace out.json.
 std::string rank_trace_path(const std::string& path, int rank);
 

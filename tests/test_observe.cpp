@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "bench/alpha_beta.h"
+#include "common/trace.h"
 #include "proc.h"
 
 using namespace ddp_test;
@@ -24,25 +25,19 @@ struct Event {
   double ts = 0, dur = 0;
 };
 
-double num(const std::string& line, const std::string& key) {
-  const auto at = line.find("\"" + key + "\":");
-  return at == std::string::npos ? NAN : std::strtod(line.c_str() + at + key.size() + 3, nullptr);
-}
-
 std::vector<Event> events(const std::string& path) {
   std::vector<Event> out;
   std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {
-    const auto n = line.find("\"name\":\"");
-    if (n == std::string::npos) continue;
-    Event e;
-    e.name = line.substr(n + 8, line.find('"', n + 8) - n - 8);
     const auto p = line.find("\"ph\":\"");
+    if (ddp::event_name(line).empty() || p == std::string::npos) continue;
+    Event e;
+    e.name = ddp::event_name(line);
     e.ph = line.substr(p + 6, 1);
-    e.pid = static_cast<int>(num(line, "pid"));
-    e.ts = num(line, "ts");
-    e.dur = num(line, "dur");
+    e.pid = static_cast<int>(ddp::event_number(line, "pid"));
+    e.ts = ddp::event_number(line, "ts");
+    e.dur = ddp::event_number(line, "dur");
     out.push_back(e);
   }
   return out;

@@ -34,11 +34,6 @@ struct Span {
   double ts = 0, dur = 0;
 };
 
-double field(const std::string& line, const std::string& key) {
-  const auto at = line.find("\"" + key + "\":");
-  return at == std::string::npos ? NAN : std::strtod(line.c_str() + at + key.size() + 3, nullptr);
-}
-
 // Step `step` (the step-th "forward" of each rank, counting from 0) from its forward to the next
 // forward, one line per rank and track, `width` characters wide. A span is its name, cut to
 // its length and padded with '='; spans shorter than a character show as '|'.
@@ -48,10 +43,9 @@ void print_step(const std::string& path, int step, int width) {
   std::vector<Span> spans;
   std::string line;
   while (std::getline(in, line)) {
-    const auto n = line.find("\"name\":\"");
-    if (n == std::string::npos || line.find("\"ph\":\"X\"") == std::string::npos) continue;
-    spans.push_back({line.substr(n + 8, line.find('"', n + 8) - n - 8), static_cast<int>(field(line, "pid")),
-                     static_cast<int>(field(line, "tid")), field(line, "ts"), field(line, "dur")});
+    if (line.find("\"ph\":\"X\"") == std::string::npos) continue;
+    spans.push_back({ddp::event_name(line), static_cast<int>(ddp::event_number(line, "pid")),
+                     static_cast<int>(ddp::event_number(line, "tid")), ddp::event_number(line, "ts"), ddp::event_number(line, "dur")});
   }
   std::map<int, std::vector<double>> forwards;  // rank -> start of each forward
   for (const Span& s : spans) {

@@ -96,13 +96,15 @@ int program_order(const CollectiveRecord& a, const CollectiveRecord& b,
 }
 
 std::string ago(double us_then) { return seconds((wall_us() - us_then) / 1e6) + " ago"; }
+
+// "all-reduce bucket0 (1.0 MiB, step 5)": what the collective was, without its number.
+std::string what_ran(const CollectiveRecord& r) {
+  return r.kind + " " + r.tag + " (" + human_bytes(r.bytes) +
+         (r.step >= 0 ? ", step " + std::to_string(r.step) + ")" : ", before the first step)");
+}
 }  // namespace
 
-std::string describe(const CollectiveRecord& r) {
-  std::string s = "#" + std::to_string(r.seq) + " " + r.kind + " " + r.tag + " (" + human_bytes(r.bytes);
-  s += r.step >= 0 ? ", step " + std::to_string(r.step) + ")" : ", before the first step)";
-  return s;
-}
+std::string describe(const CollectiveRecord& r) { return "#" + std::to_string(r.seq) + " " + what_ran(r); }
 
 struct FlightRecorder::State {
   Group* group = nullptr;
@@ -289,6 +291,7 @@ std::vector<std::string> FlightRecorder::diagnose(int64_t seq) {
     }
     out.push_back("this rank's last collectives: " + recent);
   }
+  const std::string here = no_spaces(hostname());
   for (int r = 0; r < g.size(); ++r) {
     if (r == me) continue;
     const std::string who = "rank " + std::to_string(r);
@@ -319,8 +322,8 @@ std::vector<std::string> FlightRecorder::diagnose(int64_t seq) {
     std::string gone;
     if (p.exited == 2) gone = "it aborted (its own log says why)";
     else if (p.exited) gone = "its program ended";
-    else if (p.host == no_spaces(hostname()) && process_ended(p.pid)) gone = "its process no longer runs (killed, crashed or exited)";
-    else if (p.host != no_spaces(hostname()) && (wall_us() - p.heartbeat_us) / 1e6 > kSilentGoneS) gone = "no sign of life for " + seconds((wall_us() - p.heartbeat_us) / 1e6);
+    else if (p.host == here && process_ended(p.pid)) gone = "its process no longer runs (killed, crashed or exited)";
+    else if (p.host != here && (wall_us() - p.heartbeat_us) / 1e6 > kSilentGoneS) gone = "no sign of life for " + seconds((wall_us() - p.heartbeat_us) / 1e6);
     // Skipped? The first sequence number both ranks recorded with different collectives.
     std::string skipped;
     for (const auto& [n, theirs] : p.records) {
@@ -329,8 +332,7 @@ std::vector<std::string> FlightRecorder::diagnose(int64_t seq) {
       if (same_collective(ours, theirs)) continue;
       const int order = program_order(ours, theirs, {&own, &p.records});
       const bool they_ahead = order > 0, we_ahead = order < 0;
-      const std::string at = "at #" + std::to_string(n) + " " + who + " ran " + describe(theirs).substr(describe(theirs).find(' ') + 1) +
-                             " while this rank ran " + describe(ours).substr(describe(ours).find(' ') + 1);
+      const std::string at = "at #" + std::to_string(n) + " " + who + " ran " + what_ran(theirs) + " while this rank ran " + what_ran(ours);
       if (they_ahead) skipped = who + " skipped a collective: " + at + " (it never started the latter)";
       else if (we_ahead) skipped = "this rank (" + std::to_string(me) + ") skipped a collective: " + at;
       else skipped = who + " and this rank disagree: " + at;
@@ -341,7 +343,7 @@ std::vector<std::string> FlightRecorder::diagnose(int64_t seq) {
       out.push_back(where + " is gone: " + gone + "; the last collective it reported: " + last);
     } else if (mine.seq > 0 && p.last_seq < mine.seq) {
       out.push_back(who + " is behind: it has not started #" + std::to_string(mine.seq) + " (" +
-                    describe(mine).substr(describe(mine).find(' ') + 1) + ") that this rank waits in; its last collective: " + last);
+                    what_ran(mine) + ") that this rank waits in; its last collective: " + last);
     } else if (skipped.empty()) {
       out.push_back(who + " is at its collective " + last);
     }

@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
     // 2. Refuse what cannot work before touching the network: rank >= world size, a port out
     //    of range, an unknown backend, nccl without a GPU. Exit code 2, nothing started.
     ddp::check_can_start(info);
+    if (!info.backend_note.empty() && info.local_rank.value == 0) ddp::log(info.backend_note);  // GPUs, but too few
     ddp::log("joining: world size " + std::to_string(world) + ", " + info.init.value +
              (info.file_init() ? "" : " at " + info.master_addr.value + ":" + std::to_string(info.master_port.value)) +
              ", backend " + info.backend.value + ", timeout " + ddp::seconds(info.timeout_s.value));
@@ -66,15 +67,19 @@ int main(int argc, char** argv) {
 
     // 5. The process group: Gloo exchanges each rank's address through the store and opens a
     //    connection to every peer. From here on the store is no longer needed for data.
+    //    Gloo works on CPU tensors, NCCL on tensors of this rank's GPU (cuda:<local rank>).
     c10::intrusive_ptr<ddp::Backend> pg = ddp::make_backend(store, info);
     watchdog.disarm();
     ddp::log("Rank " + std::to_string(rank) + " has joined the process group!");
+    // The group owns store and backend from here, and leaves in order on every way out: see
+    // Note [Leaving the group] in common/process_group.cpp (destroy_process_group in Python).
+    ddp::Group group(info, std::move(store), std::move(pg));
 
     // 6. The first collective. Every rank contributes its rank; all-reduce(SUM) leaves the
     //    same total on every rank: 0 + 1 + ... + (n-1) = n(n-1)/2. Collectives are
     //    asynchronous: allreduce() returns a Work handle, wait() blocks until it is done.
-    std::vector<torch::Tensor> t{torch::full({1}, rank, torch::kFloat64)};
-    pg->allreduce(t)->wait();
+    std::vector<torch::Tensor> t{torch::full({1}, rank, torch::TensorOptions(torch::kFloat64).device(ddp::device_for(info)))};
+    group.pg->allreduce(t)->wait();
     const double got = t[0].item<double>(), want = world * (world - 1) / 2.0;
     ddp::log("check: all-reduce(SUM) of the ranks = " + std::to_string(static_cast<long long>(got)) +
              ", n(n-1)/2 = " + std::to_string(static_cast<long long>(want)) + (got == want ? ": OK" : ": WRONG"));
@@ -83,8 +88,9 @@ int main(int argc, char** argv) {
     // 7. A barrier before leaving: rank 0 hosts the store, and leaving while a peer still
     //    talks to it would break that peer. A rank whose check failed never reaches it, so
     //    past it rank 0 may speak for everyone (log0: only rank 0 prints).
-    pg->barrier()->wait();
+    group.pg->barrier()->wait();
     ddp::log0("barrier passed: all " + std::to_string(world) + " ranks passed the check");
+    group.destroy();  // 8. Leave: shut the backend down, then let the store go
     return ddp::kExitOk;
   });
 }

@@ -82,6 +82,8 @@ int run_worker(const Worker& w, ddp::RankInfo info, int nproc, int port_fd, cons
   info.external_store = {true, who};  // the launcher hosts the store: rank 0 connects like the others
   ddp::set_log_identity(w.rank, info.world_size.value);
   return ddp::guarded_main([&] {
+    if (info.backend.source != "--backend") ddp::choose_default_backend(info, ddp::visible_gpus());
+    if (!info.backend_note.empty() && w.local == 0) ddp::log(info.backend_note);
     info.master_port = {receive_port(port_fd, info), who + " (OS-chosen port of the launcher's store)"};
     ddp::Group g = ddp::init_process_group(info);
     ddp::log("node " + std::to_string(w.node) + ", local rank " + std::to_string(w.local) + ": Rank " +
@@ -186,7 +188,10 @@ int main(int argc, char** argv) {
     ddp::CommonFlags base_flags = flags;
     base_flags.rank = 0;
     base_flags.world_size = world;
-    ddp::RankInfo base = ddp::resolve_rank_info(base_flags);
+    // No GPU count here: CUDA started before fork() is unusable in the children. Without
+    // --backend each worker chooses from its own GPUs (Note [Choosing the backend]).
+    ddp::RankInfo base = ddp::resolve_rank_info(base_flags, ddp::process_env(), [] { return ddp::GpuCount{0, "(not counted by the launcher)"}; });
+    if (!flags.backend) base.backend = {"gloo", "default: each worker chooses, from the GPUs it sees"};
     const std::string plan_src = flags.world_size ? "--world-size" : "--nnodes x --nproc-per-node";
     base.world_size.source = plan_src;
     base.rank.source = base.local_rank.source = base.node_rank.source = "assigned to each worker by 02_spawn";

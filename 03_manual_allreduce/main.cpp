@@ -47,15 +47,18 @@ int main(int argc, char** argv) {
     const int rank = group.rank(), world = group.size();
     ddp::open_trace(train.trace, group);  // --trace: forward, backward, each all-reduce, update
 
-    // 2. The same model on every rank: the same seed gives the same initial weights.
+    // 2. The same model on every rank: the same seed gives the same initial weights. It lives
+    //    on this rank's device: the CPU with Gloo, cuda:<local rank> with NCCL.
+    const torch::Device device = ddp::device_for(group.info);
     auto model = ddp::toy::make_model(cfg.seed);
+    model->to(device);
     std::vector<torch::Tensor> params = model->parameters();
     if (rank == 0 && !train.save_init.empty()) ddp::toy::save_params(params, train.save_init);
 
     // 3. Train. Each rank sees only its own slice of every step's global batch.
     ddp::toy::LossLog losses(group, cfg.steps);
     for (int step = 0; step < cfg.steps; ++step) {
-      auto [x, y] = ddp::toy::batch(step, rank, cfg.batch, world);
+      auto [x, y] = ddp::toy::batch(step, rank, cfg.batch, world, device);
       torch::Tensor loss;
       std::vector<torch::Tensor> grads;
       {

@@ -71,8 +71,11 @@ int main(int argc, char** argv) {
     const int rank = group.rank(), world = group.size();
     ddp::open_trace(train.trace, group);  // --trace: forward, backward, each all-reduce, step
 
-    // 2. The same model on every rank: the same seed gives the same initial weights.
+    // 2. The same model on every rank: the same seed gives the same initial weights. It lives
+    //    on this rank's device: the CPU with Gloo, cuda:<local rank> with NCCL.
+    const torch::Device device = ddp::device_for(group.info);
     auto model = ddp::toy::make_model(cfg.seed);
+    model->to(device);
     std::vector<torch::Tensor> params = model->parameters();
     if (rank == 0 && !train.save_init.empty()) ddp::toy::save_params(params, train.save_init);
     // A stock optimizer, SGD (--momentum) or Adam: it never learns that it runs distributed.
@@ -115,7 +118,7 @@ int main(int argc, char** argv) {
     //    gradients, so the stock optimizer takes the same step on every rank.
     ddp::toy::LossLog losses(group, cfg.steps);
     for (int step = 0; step < cfg.steps; ++step) {
-      auto [x, y] = ddp::toy::batch(step, rank, cfg.batch, world);
+      auto [x, y] = ddp::toy::batch(step, rank, cfg.batch, world, device);
       optimizer->zero_grad();
       torch::Tensor loss;
       {

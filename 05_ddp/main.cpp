@@ -43,6 +43,7 @@
 #include "common/flight_recorder.h"
 #include "common/log.h"
 #include "common/preemption.h"
+#include "common/reproducible.h"
 #include "common/process_group.h"
 #include "common/run_trace.h"
 #include "common/sampler.h"
@@ -103,11 +104,10 @@ int main(int argc, char** argv) {
   ddp::TrainerOptions o;
   ddp::add_trainer_options(app, o);
   ddp::parse_flags(app, argc, argv);
-  // With GPUs, NCCL (cuda:<local rank>) is the default, as in PyTorch's examples; --backend gloo still wins.
-  if (!flags.backend && torch::cuda::is_available()) flags.backend = "nccl";
 
   return ddp::guarded_main([&] {
     if (o.nproc_per_node) return ddp::relaunch_with_02_spawn(argc, argv, *o.nproc_per_node, flags, o.on_failure);
+    ddp::make_reproducible(o.deterministic == "on");  // before CUDA starts: Note [Reproducible GPU runs]
     // A scheduler's warning signal only sets a flag; see Note [Preemption and requeue].
     const int preempt_signal = ddp::parse_signal(o.requeue_signal);
     ddp::watch_for_preemption(preempt_signal);
@@ -131,6 +131,7 @@ int main(int argc, char** argv) {
                                     : ddp::load_fashion_mnist(o.data_dir, false);
     if (o.train_samples) train = ddp::first_n(train, *o.train_samples);
     if (o.test_samples) test = ddp::first_n(test, *o.test_samples);
+    ddp::log0("compute: " + ddp::describe_compute(device) + (o.deterministic == "on" ? ", deterministic" : ", --deterministic off"));
     ddp::log0("data: " + std::to_string(train.size()) + " train / " + std::to_string(test.size()) + " test images from " + train.source);
     ddp::DistributedSampler sampler(train.size(), rank, world, /*shuffle=*/true, o.seed);
     const int64_t batches = (sampler.num_samples() + o.batch_size - 1) / o.batch_size;  // per epoch, last one short

@@ -20,6 +20,10 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
       ->check(CLI::Range(0.001, 1024.0));
   app.add_option("--amp", o.amp, "Mixed precision on a GPU: bf16 (autocast) or fp16 (autocast + gradient scaling) [default off]")
       ->check(CLI::IsMember({"off", "bf16", "fp16"}));
+  app.add_option("--deterministic", o.deterministic,
+                 "on: the same run gives bit-identical results on a GPU too (cuDNN/cuBLAS deterministic); off: "
+                 "LibTorch's faster defaults [default on]")
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--seed", o.seed, "Seed of the initial weights and of the sampler's shuffle [default 0]");
   app.add_option("--data-dir", o.data_dir, "Folder with Fashion-MNIST's four .gz IDX files [default Debian's]");
   app.add_flag("--synthetic", o.synthetic, "Generated images instead of Fashion-MNIST");

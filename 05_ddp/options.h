@@ -18,6 +18,7 @@ struct TrainerOptions {
   std::optional<int> max_steps;  // stop early (short runs, tests)
   double bucket_cap_mb = 25;
   std::string amp = "off";  // off | bf16 | fp16 (CUDA only)
+  std::string deterministic = "on";  // on | off: see Note [Reproducible GPU runs]
   uint64_t seed = 0;
   // data
   std::string data_dir = "/usr/share/datasets/fashion-mnist";

@@ -38,6 +38,24 @@ inline void set_cuda_autocast(bool enabled, at::ScalarType dtype) {
   if (!enabled) at::autocast::clear_cache();
 }
 
+// What destroy_process_group() does to a backend before it is released: 2.x has shutdown()
+// (flush and leave cleanly; NCCL stops its watchdog and heartbeat-monitor threads, which poll
+// the store) and abort() (leave at once: after a failure, when pending work may never finish).
+// Without either, ~ProcessGroupNCCL warns that destroy_process_group() was not called. 1.13
+// has neither: its destructors do the work.
+inline void shutdown_backend(Backend& pg, bool failed) {
+#if TORCH_VERSION_MAJOR >= 2
+  if (failed) {
+    pg.abort();
+  } else {
+    pg.shutdown();
+  }
+#else
+  (void)pg;
+  (void)failed;
+#endif
+}
+
 constexpr bool kHasNccl =
 #ifdef USE_C10D_NCCL
     true;

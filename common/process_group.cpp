@@ -10,6 +10,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
+#include "common/blas.h"
 #include "common/errors.h"
 #include "common/failure.h"
 #include "common/log.h"
@@ -50,6 +51,41 @@ void check_can_start(const RankInfo& info) {
                      std::to_string(info.local_rank.value) + " but host " + info.host + " has " + std::to_string(gpus) +
                      ": start at most one rank per GPU (NCCL refuses two ranks on one GPU)");
   }
+}
+
+GpuCount visible_gpus() {
+  return gpu_count_from(process_env(), [] {
+    return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+  });
+}
+
+std::string describe_compute(const torch::Device& device) {
+  if (device.is_cuda()) return device.str();
+  const int threads = at::get_num_threads();
+  return "cpu, BLAS " + blas_in_use().name + ", " + std::to_string(threads) + " intra-op thread" + (threads == 1 ? "" : "s");
+}
+
+RankInfo resolve_rank_info(const CommonFlags& flags) { return resolve_rank_info(flags, process_env(), visible_gpus); }
+
+// Note [Leaving the group]
+// A process group owns threads and connections: NCCL's watchdog and heartbeat monitor (which
+// polls the store), Gloo's pairs. Leaving in the wrong order hangs or warns: released after
+// its store, ~ProcessGroupNCCL waits for ever on a heartbeat monitor polling a store that is
+// gone; never shut down, it warns "destroy_process_group() was not called". So, as
+// torch.distributed.destroy_process_group() does: shut the backend down first (abort it
+// instead when an exception is unwinding: pending work may never finish), release it, and only
+// then the store. Python's examples call it at the end of main; here the Group's destructor
+// does, on every path out, the error paths included.
+void Group::destroy() noexcept {
+  if (pg) {
+    try {
+      shutdown_backend(*pg, std::uncaught_exceptions() > 0);
+    } catch (const std::exception& e) {
+      log("leaving the process group: " + short_what(e));
+    }
+    pg.reset();
+  }
+  store.reset();
 }
 
 torch::Device device_for(const RankInfo& info) {
@@ -147,6 +183,14 @@ void roll_call(c10d::Store& store, const RankInfo& info) {
       abort_all(true, "world sizes disagree: " + me + " was started with world size " + ws +
                           ", the first rank to arrive with world size " + first_ws);
     }
+    // Each host chooses the default backend from its own GPUs (Note [Choosing the backend]):
+    // a rank on Gloo and one on NCCL would never meet in a collective.
+    const std::string mine = info.backend.value + " (" + info.backend.source + ")";
+    const std::string first_backend = text(store.compareSet("rollcall/backend", {}, bytes(mine)));
+    if (first_backend.substr(0, first_backend.find(' ')) != info.backend.value) {
+      abort_all(true, "backends disagree: " + me + " chose " + mine + ", the first rank to arrive " + first_backend +
+                          ". Give every rank the same --backend");
+    }
     if (store.add(keys[r], 1) > 1) {
       abort_all(true, "rank " + std::to_string(r) + " was claimed by two processes (the second is " + me +
                           "): give every process its own --rank");
@@ -226,6 +270,7 @@ Group init_process_group(const RankInfo& info) {
   check_can_start(info);
   Group g;
   g.info = info;
+  // Built up in place: a failure half-way leaves a Group that still leaves in order.
   Watchdog watchdog(join_time_limit(info), "connecting to the store at " + where(info));
   g.store = make_store(info);
   watchdog.doing("in the roll call, waiting for the store at " + where(info) +
@@ -245,6 +290,12 @@ std::optional<Group> join_or_explain(const CommonFlags& flags) {
   }
   check_can_start(info);  // before tagging the log: "rank 3/2" would be no name at all
   set_log_identity(info.rank.value, info.world_size.value);
+  if (info.local_rank.value == 0) {
+    if (!info.backend_note.empty()) log(info.backend_note);
+    if (info.backend.value == "gloo") {
+      if (const std::string w = reference_blas_warning(blas_in_use()); !w.empty()) log(w);
+    }
+  }
   return init_process_group(info);
 }
 

@@ -11,6 +11,7 @@ namespace ddp {
 
 class FlightRecorder;
 
+// A joined process group. Leaving is part of the lesson: see Note [Leaving the group].
 struct Group {
   RankInfo info;
   c10::intrusive_ptr<c10d::Store> store;
@@ -18,6 +19,17 @@ struct Group {
   FlightRecorder* recorder = nullptr;  // set by a FlightRecorder on this group (05, 02's workers)
   int rank() const { return info.rank.value; }
   int size() const { return info.world_size.value; }
+
+  Group() = default;
+  Group(RankInfo i, c10::intrusive_ptr<c10d::Store> s, c10::intrusive_ptr<Backend> p)
+      : info(std::move(i)), store(std::move(s)), pg(std::move(p)) {}
+  Group(Group&&) noexcept = default;
+  Group& operator=(Group&&) noexcept = default;
+  Group(const Group&) = delete;  // one owner shuts the backend down, once
+  ~Group() { destroy(); }
+  // torch.distributed.destroy_process_group(): shut the backend down, then release it, then
+  // the store. Runs by itself when the Group goes out of scope; idempotent.
+  void destroy() noexcept;
 };
 
 // Step 0: refuse what cannot work before touching the network (exit 2): validate() plus the
@@ -48,5 +60,16 @@ std::optional<Group> join_or_explain(const CommonFlags& flags);
 
 // The device a rank's tensors live on: cuda:<local rank> for nccl, cpu for gloo.
 torch::Device device_for(const RankInfo& info);
+
+// One line on what a rank computes with: "cuda:0 (NVIDIA H100 80GB HBM3)" or "cpu, OpenBLAS
+// (openblas-pthread), 1 intra-op thread".
+std::string describe_compute(const torch::Device& device);
+
+// The GPUs the default backend sees: DDP_GPU_COUNT when set, else what LibTorch sees (0
+// without CUDA). Starts CUDA: a launcher calls it in its children, after fork().
+GpuCount visible_gpus();
+
+// resolve_rank_info() of common/rank_env.h with this process's environment and GPUs.
+RankInfo resolve_rank_info(const CommonFlags& flags);
 
 }  // namespace ddp

@@ -108,7 +108,33 @@ EnvLookup process_env() {
   };
 }
 
-RankInfo resolve_rank_info(const CommonFlags& f, const EnvLookup& env) {
+GpuCount gpu_count_from(const EnvLookup& env, const std::function<int()>& real_count) {
+  if (auto v = env("DDP_GPU_COUNT")) {
+    const int n = parse_int(*v, "environment variable DDP_GPU_COUNT");
+    if (n < 0) throw UsageError("environment variable DDP_GPU_COUNT='" + *v + "' must be a count of GPUs (0 or more)");
+    return {n, "(env DDP_GPU_COUNT)"};
+  }
+  return {real_count(), "visible to LibTorch"};
+}
+
+void choose_default_backend(RankInfo& r, const GpuCount& gpus) {
+  const int n = gpus.count, local = r.local_world_size.value;
+  const std::string seen = std::to_string(n) + (n == 1 ? " GPU " : " GPUs ") + gpus.source;
+  const std::string ranks = std::to_string(local) + " local rank" + (local == 1 ? "" : "s");
+  r.backend_note.clear();
+  if (n > 0 && n >= local) {
+    r.backend = {"nccl", "default: " + seen + " for " + ranks + ", one GPU each"};
+  } else if (n > 0) {
+    r.backend = {"gloo", "default: " + seen + " for " + ranks + "; NCCL needs one GPU per rank"};
+    r.backend_note = "backend gloo on the CPU: host " + r.host + " has " + seen + " for " + ranks +
+                     ", and NCCL needs one GPU per rank (start at most " + std::to_string(n) +
+                     " rank(s) per host to use them, or --backend gloo to say so)";
+  } else {
+    r.backend = {"gloo", "default: no GPU " + gpus.source};
+  }
+}
+
+RankInfo resolve_rank_info(const CommonFlags& f, const EnvLookup& env, const GpuQuery& gpus) {
   RankInfo r;
   r.host = hostname();
 
@@ -183,7 +209,11 @@ RankInfo resolve_rank_info(const CommonFlags& f, const EnvLookup& env) {
     if (auto tpn = env("SLURM_TASKS_PER_NODE")) r.slurm += ", SLURM_TASKS_PER_NODE=" + *tpn;
   }
 
-  r.backend = pick<std::string>(f.backend, "--backend", std::nullopt, "gloo", "default");
+  if (f.backend) {
+    r.backend = {*f.backend, "--backend"};
+  } else {
+    choose_default_backend(r, gpus());
+  }
   r.init = pick<std::string>(f.init, "--init", std::nullopt, "env://", "default");
   r.timeout_s = pick<double>(f.timeout_s, "--timeout", std::nullopt, kDefaultTimeoutS, "default");
   return r;

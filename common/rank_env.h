@@ -29,6 +29,9 @@ struct RankInfo {
   Sourced<std::string> backend, init;
   Sourced<double> timeout_s;
   std::string host;
+  // Set when GPUs are visible but the default backend is Gloo anyway (too few for the local
+  // ranks): the one log line that says why. See Note [Choosing the backend].
+  std::string backend_note;
   std::string slurm;  // the Slurm job as its variables describe it (job id, restart, nodes), or ""
 
   std::chrono::milliseconds timeout() const;
@@ -45,10 +48,35 @@ EnvLookup process_env();
 // what a launcher of its own (the tests, 06_slurm --local) must not pass on from its caller.
 bool steers_rank_resolution(const std::string& name);
 
+// How many GPUs this process may use, and who says so.
+struct GpuCount {
+  int count = 0;
+  std::string source;
+};
+// Asked only when --backend is not given: counting GPUs starts CUDA, which a launcher that
+// forks afterwards must not do (common/process_group.h has the real one, visible_gpus()).
+using GpuQuery = std::function<GpuCount()>;
+
+// DDP_GPU_COUNT=N when set (the GPU count the backend choice sees: tests prove the choice for
+// 0, 1, 2 GPUs on hosts without one, and pin CPU behaviour on hosts with one), else
+// `real_count()`. Throws UsageError for a value that is not a count.
+GpuCount gpu_count_from(const EnvLookup& env, const std::function<int()>& real_count);
+
+// Note [Choosing the backend]
+// NCCL runs collectives on GPUs and wants one GPU per rank (it refuses two ranks on one GPU);
+// Gloo runs anywhere, on the CPU. Without --backend a rank takes NCCL only when every local
+// rank of its host gets a GPU of its own (GPUs >= local world size); otherwise Gloo on the
+// CPU, so that `--nproc-per-node 2` on a laptop with one GPU trains instead of being refused.
+// PyTorch's examples pick NCCL whenever CUDA is available, and stumble exactly there. The
+// choice is made on each host, so the roll call checks that all ranks made the same one.
+// Sets r.backend (value and the reason as its source) and r.backend_note.
+void choose_default_backend(RankInfo& r, const GpuCount& gpus);
+
 // Precedence, field by field: command-line flag > torchrun variables (RANK, WORLD_SIZE,
-// LOCAL_RANK, ...) > Slurm variables (SLURM_PROCID, SLURM_NTASKS, ...) > defaults.
+// LOCAL_RANK, ...) > Slurm variables (SLURM_PROCID, SLURM_NTASKS, ...) > defaults; the backend
+// from --backend, else choose_default_backend() with `gpus`.
 // Throws UsageError for a variable that does not parse.
-RankInfo resolve_rank_info(const CommonFlags& flags, const EnvLookup& env = process_env());
+RankInfo resolve_rank_info(const CommonFlags& flags, const EnvLookup& env, const GpuQuery& gpus);
 
 // Throws UsageError naming the first inconsistency (rank >= world size, port out of range,
 // unknown backend, ...). Checks only what can be checked without other processes.

@@ -19,7 +19,7 @@ torch::nn::Sequential make_model(uint64_t seed) {
   return torch::nn::Sequential(first, torch::nn::Tanh(), second);
 }
 
-std::pair<torch::Tensor, torch::Tensor> batch(int step, int rank, int per_rank, int world) {
+std::pair<torch::Tensor, torch::Tensor> batch(int step, int rank, int per_rank, int world, const torch::Device& device) {
   auto x = torch::empty({per_rank, kFeatures}, torch::kFloat32);
   auto y = torch::empty({per_rank, 1}, torch::kFloat32);
   auto xa = x.accessor<float, 2>();
@@ -35,7 +35,7 @@ std::pair<torch::Tensor, torch::Tensor> batch(int step, int rank, int per_rank, 
     target += 0.25 * row[0] * row[1];  // a little non-linearity for the hidden layer to learn
     ya[i][0] = static_cast<float>(target);
   }
-  return {x, y};
+  return {x.to(device), y.to(device)};
 }
 
 void add_train_flags(CLI::App& app, TrainFlags& f) {
@@ -53,11 +53,12 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<torch:
   return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(cfg.lr).momentum(cfg.momentum));
 }
 
-std::vector<torch::Tensor> train_single_process(const TrainConfig& cfg, int world) {
+std::vector<torch::Tensor> train_single_process(const TrainConfig& cfg, int world, const torch::Device& device) {
   auto model = make_model(cfg.seed);
+  model->to(device);
   auto opt = make_optimizer(model->parameters(), cfg);
   for (int step = 0; step < cfg.steps; ++step) {
-    auto [x, y] = batch(step, 0, cfg.batch * world, 1);  // the whole global batch at once
+    auto [x, y] = batch(step, 0, cfg.batch * world, 1, device);  // the whole global batch at once
     opt->zero_grad();
     torch::mse_loss(model->forward(x), y).backward();
     opt->step();
@@ -127,7 +128,7 @@ void check_training(Group& group, const std::vector<torch::Tensor>& params, cons
                     const std::string& save_path) {
   const bool same = replicas_identical(group, params);
   log(std::string("check: every rank holds the same parameters: ") + (same ? "OK" : "FAILED"));
-  const double diff = max_abs_diff(params, train_single_process(cfg, group.size()));
+  const double diff = max_abs_diff(params, train_single_process(cfg, group.size(), device_for(group.info)));
   char line[160];
   std::snprintf(line, sizeof(line), "check: single process on the global batch: max |diff| = %.3g <= %.0e: %s", diff,
                 kTolerance, diff <= kTolerance ? "OK" : "FAILED");

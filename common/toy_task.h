@@ -18,8 +18,10 @@ torch::nn::Sequential make_model(uint64_t seed);
 
 // The batch of `rank` at `step`: rows [rank*B, (rank+1)*B) of the step's global batch of
 // world*B samples. Values come from integer arithmetic in double (exact, and the same in
-// tests/ddp_reference.py), so every process and language sees bit-identical data.
-std::pair<torch::Tensor, torch::Tensor> batch(int step, int rank, int per_rank, int world);
+// tests/ddp_reference.py), so every process and language sees bit-identical data. Made on the
+// CPU, returned on `device` (a rank's GPU under NCCL).
+std::pair<torch::Tensor, torch::Tensor> batch(int step, int rank, int per_rank, int world,
+                                              const torch::Device& device = torch::kCPU);
 
 struct TrainConfig {
   int steps = 20;
@@ -44,8 +46,8 @@ struct TrainFlags {
 void add_train_flags(CLI::App& app, TrainFlags& flags);
 
 // One process, the global batch of every step (world*batch samples): what data parallelism
-// must reproduce. Returns the final parameters.
-std::vector<torch::Tensor> train_single_process(const TrainConfig& cfg, int world);
+// must reproduce, on the chapters' device. Returns the final parameters.
+std::vector<torch::Tensor> train_single_process(const TrainConfig& cfg, int world, const torch::Device& device);
 
 // Note [Tolerance against one process]
 // Averaging per-rank mean gradients, (1/R) sum_r (1/B) sum_i g_i, is the mean over all R*B

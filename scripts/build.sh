@@ -32,5 +32,5 @@ if ! cmake -S "$root" -B "$build" -DCMAKE_PREFIX_PATH="$prefix" "${extra[@]}" > 
   echo "configure FAILED for flavour $flavour" >&2
   exit 1
 fi
-[ "$first" = yes ] && { grep -E "^-- (LibTorch|Gloo|CUDA|NCCL|torchrun|Python reference|TensorBoard|Slurm)" "$build/configure.log" || true; }
+[ "$first" = yes ] && { grep -E "^-- (LibTorch|Gloo|CUDA|NCCL|BLAS|Linker|torchrun|Python reference|TensorBoard|Slurm)|BLAS:" "$build/configure.log" || true; }
 cmake --build "$build" -j2 ${1:+--target "$@"}

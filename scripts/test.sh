@@ -31,7 +31,7 @@ for f in $flavours; do
     echo "== [$f] build FAILED (full log: $log)"
     exit 1
   fi
-  grep -E "^-- (LibTorch|Gloo|CUDA|NCCL|torchrun|Python reference|TensorBoard|Slurm)" "$log" || true
+  grep -E "^-- (LibTorch|Gloo|CUDA|NCCL|BLAS|Linker|torchrun|Python reference|TensorBoard|Slurm)|BLAS:" "$log" || true
   echo "== [$f] built in $((SECONDS - start)) s"
   echo "== [$f] test"
   (cd "$root/build-$f" && ctest --output-on-failure -j2 --timeout 300) || status=1

@@ -78,8 +78,12 @@ std::vector<ProcResult> run_all(const std::vector<ProcSpec>& specs, double deadl
     std::vector<std::string> env_strs;
     for (char** e = environ; *e; ++e) {
       std::string kv = *e;
-      if (!ddp::steers_rank_resolution(kv.substr(0, kv.find('=')))) env_strs.push_back(kv);
+      const std::string name = kv.substr(0, kv.find('='));
+      if (!ddp::steers_rank_resolution(name) && name != "DDP_GPU_COUNT") env_strs.push_back(kv);
     }
+    // The tests are of CPU behaviour unless they say otherwise: on a GPU host the default
+    // backend would be NCCL (Note [Choosing the backend]); zero GPUs pins Gloo on the CPU.
+    if (!s.env.count("DDP_GPU_COUNT")) env_strs.push_back("DDP_GPU_COUNT=0");
     for (const auto& [k, v] : s.env) env_strs.push_back(k + "=" + v);
     const std::string out = dir + "/" + std::to_string(i) + ".log";
     pid_t pid = ::fork();

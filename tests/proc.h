@@ -25,7 +25,8 @@ struct ProcResult {
 
 // Starts every process, waits at most `deadline_s` for all of them, SIGKILLs what is left.
 // The environment is the test's own minus every variable that steers rank resolution
-// (RANK, WORLD_SIZE, MASTER_*, LOCAL_*, SLURM_*, TORCHELASTIC_*), plus spec.env.
+// (RANK, WORLD_SIZE, MASTER_*, LOCAL_*, SLURM_*, TORCHELASTIC_*), plus DDP_GPU_COUNT=0 (CPU
+// behaviour, also on a GPU host) unless spec.env sets it, plus spec.env.
 std::vector<ProcResult> run_all(const std::vector<ProcSpec>& specs, double deadline_s);
 ProcResult run_one(const ProcSpec& spec, double deadline_s);
 

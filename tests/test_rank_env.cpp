@@ -19,8 +19,10 @@ ddp::EnvLookup env_of(std::map<std::string, std::string> vars) {
   };
 }
 
+// No real GPU is asked for: DDP_GPU_COUNT in `vars` says how many the backend choice sees.
 RankInfo resolve(std::map<std::string, std::string> vars, CommonFlags f = {}) {
-  return ddp::resolve_rank_info(f, env_of(std::move(vars)));
+  auto env = env_of(std::move(vars));
+  return ddp::resolve_rank_info(f, env, [env] { return ddp::gpu_count_from(env, [] { return 0; }); });
 }
 
 const std::map<std::string, std::string> kSlurm = {
@@ -125,7 +127,7 @@ TEST(RankEnv, MalformedVariablesAreRefusedByName) {
 TEST(RankEnv, ValidationNamesTheProblem) {
   auto refused = [](CommonFlags f, const std::string& needle) {
     try {
-      ddp::validate(ddp::resolve_rank_info(f, env_of({})));
+      ddp::validate(resolve({}, f));
     } catch (const ddp::UsageError& e) {
       return std::string(e.what()).find(needle) != std::string::npos ? std::string() : std::string(e.what());
     }
@@ -220,4 +222,67 @@ TEST(RankEnv, ExplainShowsTheSlurmJob) {
                       "SLURM_TASKS_PER_NODE=4(x2)"),
             std::string::npos)
       << text;
+}
+
+// Note [Choosing the backend], for the hosts a learner meets: none, one, two GPUs.
+TEST(RankEnv, DefaultBackendIsNcclOnlyWhenEveryLocalRankHasItsOwnGpu) {
+  const std::map<std::string, std::string> two_local = {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}};
+  auto with_gpus = [&](const std::string& n) {
+    auto vars = two_local;
+    vars["DDP_GPU_COUNT"] = n;
+    return resolve(vars);
+  };
+  RankInfo none = resolve(two_local);  // the real count of this test: 0
+  EXPECT_EQ(none.backend.value, "gloo");
+  EXPECT_EQ(none.backend.source, "default: no GPU visible to LibTorch");
+  EXPECT_EQ(none.backend_note, "");  // a CPU laptop: nothing to explain
+  RankInfo zero = with_gpus("0");
+  EXPECT_EQ(zero.backend.value, "gloo");
+  EXPECT_EQ(zero.backend.source, "default: no GPU (env DDP_GPU_COUNT)");
+  RankInfo one = with_gpus("1");  // the learner's one-GPU laptop, --nproc-per-node 2
+  EXPECT_EQ(one.backend.value, "gloo");
+  EXPECT_EQ(one.backend.source, "default: 1 GPU (env DDP_GPU_COUNT) for 2 local ranks; NCCL needs one GPU per rank");
+  EXPECT_NE(one.backend_note.find("backend gloo on the CPU: host "), std::string::npos) << one.backend_note;
+  EXPECT_NE(one.backend_note.find("has 1 GPU (env DDP_GPU_COUNT) for 2 local ranks, and NCCL needs one GPU per rank"),
+            std::string::npos) << one.backend_note;
+  RankInfo two = with_gpus("2");
+  EXPECT_EQ(two.backend.value, "nccl");
+  EXPECT_EQ(two.backend.source, "default: 2 GPUs (env DDP_GPU_COUNT) for 2 local ranks, one GPU each");
+  EXPECT_EQ(two.backend_note, "");
+  EXPECT_EQ(with_gpus("8").backend.value, "nccl");
+  // One rank with one GPU: NCCL.
+  EXPECT_EQ(resolve({{"DDP_GPU_COUNT", "1"}}).backend.value, "nccl");
+  // The flag wins, both ways, and says so.
+  CommonFlags f;
+  f.backend = "gloo";
+  auto vars = two_local;
+  vars["DDP_GPU_COUNT"] = "2";
+  RankInfo pinned = resolve(vars, f);
+  EXPECT_EQ(pinned.backend.value, "gloo");
+  EXPECT_EQ(pinned.backend.source, "--backend");
+  f.backend = "nccl";
+  EXPECT_EQ(resolve(two_local, f).backend.value, "nccl");  // refused later, with a GPU check (check_can_start)
+  // Slurm: 4 tasks on this node and 4 GPUs -> NCCL; 2 GPUs -> Gloo.
+  auto slurm = kSlurm;
+  slurm["DDP_GPU_COUNT"] = "4";
+  EXPECT_EQ(resolve(slurm).backend.value, "nccl");
+  slurm["DDP_GPU_COUNT"] = "2";
+  EXPECT_EQ(resolve(slurm).backend.value, "gloo");
+}
+
+TEST(RankEnv, AGpuCountThatIsNotACountIsRefused) {
+  for (const char* bad : {"two", "-1", "1.5", ""}) {
+    try {
+      resolve({{"DDP_GPU_COUNT", bad}});
+      ADD_FAILURE() << "accepted DDP_GPU_COUNT='" << bad << "'";
+    } catch (const ddp::UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("DDP_GPU_COUNT"), std::string::npos) << e.what();
+    }
+  }
+  // Never asked when --backend is given: counting GPUs starts CUDA (a launcher must not).
+  CommonFlags f;
+  f.backend = "gloo";
+  bool asked = false;
+  ddp::resolve_rank_info(f, env_of({}), [&] { asked = true; return ddp::GpuCount{0, ""}; });
+  EXPECT_FALSE(asked);
 }

@@ -141,3 +141,40 @@ TEST(SpawnFailure, BadPlansAreRefusedWithExit2) {
     EXPECT_EQ(r.exit_code, 2) << args[0] << "\n" << r.output;
   }
 }
+
+// Note [Choosing the backend] end to end, with the GPU count injected (this host has none):
+// a one-GPU laptop running two ranks trains on Gloo and says why once per host; with a GPU per
+// local rank the ranks take NCCL, which here (no real GPU) is refused before joining.
+TEST(Spawn, TheDefaultBackendFollowsTheGpusOfTheHost) {
+  for (auto args : std::vector<std::vector<std::string>>{{"--world-size", "2"},  // the built-in worker
+                                                         {"--world-size", "2", "--", bin("01_join_group")}}) {
+    ProcSpec one_gpu = spawn(args);
+    one_gpu.env["DDP_GPU_COUNT"] = "1";
+    auto r = run_one(one_gpu, 60);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(count(r.output, "backend gloo on the CPU: host "), 1) << r.output;  // local rank 0 only
+    EXPECT_EQ(count(r.output, "has 1 GPU (env DDP_GPU_COUNT) for 2 local ranks, and NCCL needs one GPU per rank"), 1)
+        << r.output;
+    EXPECT_EQ(count(r.output, "all-reduce(SUM) of the ranks = 1, n(n-1)/2 = 1: OK"), 2) << r.output;
+
+    ProcSpec two_gpus = spawn(args);
+    two_gpus.env["DDP_GPU_COUNT"] = "2";
+    r = run_one(two_gpus, 60);
+    EXPECT_EQ(r.exit_code, 2) << r.output;  // NCCL chosen, and refused: this host has no GPU
+#ifdef DDP_HAS_NCCL
+    EXPECT_NE(r.output.find("--backend nccl needs a CUDA GPU, and none is visible"), std::string::npos) << r.output;
+#else
+    EXPECT_NE(r.output.find("was built without NCCL (a CPU build)"), std::string::npos) << r.output;
+#endif
+  }
+  // --explain-env shows the choice and its reason.
+  ProcSpec explain{{"01_join_group", "--explain-env"},
+                   {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_WORLD_SIZE", "2"}, {"DDP_GPU_COUNT", "2"}}};
+  auto r = run_one(explain, 30);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("backend          = nccl   <- default: 2 GPUs (env DDP_GPU_COUNT) for 2 local ranks, one GPU each"),
+            std::string::npos) << r.output;
+  explain.env["DDP_GPU_COUNT"] = "0";
+  r = run_one(explain, 30);
+  EXPECT_NE(r.output.find("backend          = gloo   <- default: no GPU (env DDP_GPU_COUNT)"), std::string::npos) << r.output;
+}

@@ -9,11 +9,13 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "05_ddp/ddp.h"
 #include "common/checkpoint.h"
 #include "common/errors.h"
 #include "common/fashion_mnist.h"
+#include "common/process_group.h"
 #include "common/sampler.h"
 #include "common/tensorboard.h"
 #include "proc.h"
@@ -169,9 +171,37 @@ ddp::Group one_rank_group(const std::string& dir) {
   f.world_size = 1;
   f.init = "file://" + dir + "/store";
   f.timeout_s = 10;
+  f.backend = "gloo";  // CPU behaviour, also on a GPU host
   return ddp::init_process_group(ddp::resolve_rank_info(f));
 }
 }  // namespace
+
+// Two hosts that chose different default backends (one saw enough GPUs, one did not) would
+// never meet in a collective: the roll call stops both, naming the two choices.
+TEST(RollCall, RanksThatChoseDifferentBackendsAreStoppedWithTheirReasons) {
+  const std::string dir = temp_dir();
+  std::array<std::string, 2> errors;
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      ddp::CommonFlags f;
+      f.rank = r, f.world_size = 2, f.timeout_s = 10, f.init = "file://" + dir + "/store";
+      ddp::RankInfo info = ddp::resolve_rank_info(f, ddp::process_env(), [r] { return ddp::GpuCount{r == 0 ? 0 : 2, "(test)"}; });
+      auto store = ddp::make_store(info);
+      try {
+        ddp::roll_call(*store, info);
+      } catch (const ddp::UsageError& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("backends disagree: rank "), std::string::npos) << e;
+    EXPECT_NE(e.find("gloo (default: no GPU (test))"), std::string::npos) << e;
+    EXPECT_NE(e.find("nccl (default: 2 GPUs (test) for 2 local ranks, one GPU each)"), std::string::npos) << e;
+  }
+}
 
 TEST(DdpClass, RebuildsBucketsInReadyOrderAndNoSyncSkipsCommunication) {
   const std::string dir = temp_dir();

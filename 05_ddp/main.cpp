@@ -31,6 +31,7 @@
 #include <cmath>
 
 #include "05_ddp/amp.h"
+#include "05_ddp/batches.h"
 #include "05_ddp/ddp.h"
 #include "05_ddp/metrics.h"
 #include "05_ddp/models.h"
@@ -133,9 +134,11 @@ int main(int argc, char** argv) {
     if (o.test_samples) test = ddp::first_n(test, *o.test_samples);
     ddp::log0("compute: " + ddp::describe_compute(device) + (o.deterministic == "on" ? ", deterministic" : ", --deterministic off"));
     ddp::log0("data: " + std::to_string(train.size()) + " train / " + std::to_string(test.size()) + " test images from " + train.source);
+    ddp::DeviceBatches batches(train, device);  // once on the GPU when it fits: Note [The data path on a GPU]
+    if (device.is_cuda()) ddp::log0("data: " + batches.where());
     ddp::DistributedSampler sampler(train.size(), rank, world, /*shuffle=*/true, o.seed);
-    const int64_t batches = (sampler.num_samples() + o.batch_size - 1) / o.batch_size;  // per epoch, last one short
-    const int64_t steps_per_epoch = (batches + o.grad_accum - 1) / o.grad_accum;
+    const int64_t n_batches = (sampler.num_samples() + o.batch_size - 1) / o.batch_size;  // per epoch, last one short
+    const int64_t steps_per_epoch = (n_batches + o.grad_accum - 1) / o.grad_accum;
     const int64_t total_steps = std::min<int64_t>(o.epochs * steps_per_epoch, o.max_steps.value_or(INT32_MAX));
     const ddp::SamplerState sampler_state{o.seed, steps_per_epoch};  // goes into every checkpoint
 
@@ -166,40 +169,40 @@ int main(int argc, char** argv) {
     // 5. Train. Each step: o.grad_accum micro-batches, all but the last under no_sync().
     ddp::Progress progress(out, total_steps, steps_per_epoch, o.epochs, world * o.batch_size * o.grad_accum, o.log_every);
     std::optional<ddp::Evaluation> last_eval;
-    std::vector<int64_t> order;
+    int64_t order_size = 0;
+    ddp::StopVote stop_vote(group);  // Note [Stopping together without a sync per step]
     if (o.drill_after && step == 0) ddp::drill_preemption(preempt_signal, *o.drill_after);  // once: not after a resume
     for (; step < total_steps; ++step) {
       recorder.set_step(step);
       faults.before_step(step, ddp_model);
       const int64_t epoch = step / steps_per_epoch, in_epoch = step % steps_per_epoch;
-      if (order.empty() || in_epoch == 0) sampler.set_epoch(epoch), order = sampler.indices();
+      if (order_size == 0 || in_epoch == 0) {
+        sampler.set_epoch(epoch);
+        const std::vector<int64_t> order = sampler.indices();
+        batches.set_order(order), order_size = static_cast<int64_t>(order.size());
+      }
       const double lr = learning_rate(o, step, total_steps);
       for (auto& g : optimizer->param_groups()) g.options().set_lr(lr);
       optimizer->zero_grad();
-      const int64_t first = in_epoch * o.grad_accum, last = std::min(batches, first + o.grad_accum);
-      double step_loss = 0;
+      const int64_t first = in_epoch * o.grad_accum, last = std::min(n_batches, first + o.grad_accum);
+      // Summed on the model's device: reading it every step would wait for the GPU every step.
+      torch::Tensor step_loss = torch::zeros({}, torch::TensorOptions(torch::kFloat64).device(device));
       for (int64_t b = first; b < last; ++b) {
         auto no_sync = b + 1 < last ? ddp_model.no_sync() : nullptr;  // communicate on the last only
-        const int64_t from = b * o.batch_size, to = std::min<int64_t>(from + o.batch_size, order.size());
+        const int64_t from = b * o.batch_size, to = std::min<int64_t>(from + o.batch_size, order_size);
         torch::Tensor images, labels, loss;
         {
           ddp::Span span("data");
-          auto sel = torch::tensor(std::vector<int64_t>(order.begin() + from, order.begin() + to), torch::kInt64);
-          images = train.images.index_select(0, sel).to(device), labels = train.labels.index_select(0, sel).to(device);
+          std::tie(images, labels) = batches.get(from, to);
         }
         {
           ddp::Span span("forward");
           auto in_autocast = amp.autocast();
           loss = torch::nn::functional::cross_entropy(model.forward(images), labels) / static_cast<double>(last - first);
-          step_loss += loss.item<double>();
+          step_loss += loss.detach().to(torch::kFloat64);
         }
         ddp::Span span("backward");
         amp.scale(loss).backward();  // DDP's hooks average the gradients on the way
-
-      }
-      if (!std::isfinite(step_loss)) {
-        throw std::runtime_error("the loss is " + std::to_string(step_loss) + " at step " + std::to_string(step) +
-                                 " (learning rate " + std::to_string(lr) + "): training diverged; lower --lr or add --warmup-steps");
       }
       if (ddp::Span span("optimizer"); amp.unscale_and_check(params)) {
         optimizer->step();
@@ -211,7 +214,8 @@ int main(int argc, char** argv) {
       const bool epoch_end = in_epoch == steps_per_epoch - 1 || step + 1 == total_steps;
       if (epoch_end) out.validation(*(last_eval = evaluate(model, test, group, o.batch_size, device)), step + 1);
       // Preempted: every rank stops after this same step, with a checkpoint, and the job is requeued.
-      const bool preempted = step + 1 < total_steps && ddp::any_rank(group, ddp::preemption_signal() != 0);
+      const bool last_step = step + 1 == total_steps;
+      const bool preempted = stop_vote.next(ddp::preemption_signal() != 0, /*post=*/!last_step) && !last_step;
       if (preempted || epoch_end || (o.ckpt_every && (step + 1) % *o.ckpt_every == 0)) {
         ddp::checkpoint(out.checkpoints, step + 1, sampler_state, o.keep, *model.module, *optimizer, ddp_model, group);
       }

@@ -63,9 +63,27 @@ void RunOutput::validation(const Evaluation& e, int64_t step) {
 Progress::Progress(RunOutput& out, int64_t total_steps, int64_t steps_per_epoch, int epochs, int64_t samples_per_step, int every)
     : out_(out), total_(total_steps), per_epoch_(steps_per_epoch), samples_per_step_(samples_per_step), epochs_(epochs), every_(every) {}
 
-void Progress::step_done(int64_t step, double loss, double lr) {
+void Progress::step_done(int64_t step, const torch::Tensor& loss, double lr) {
+  const bool print = (step + 1) % every_ == 0 || step + 1 == total_;
+  // See Note [The data path on a GPU]: reading a GPU value waits for the GPU to catch up.
+  auto check = [&](double value, const char* when) {
+    if (std::isfinite(value)) return;
+    throw std::runtime_error("the loss is " + std::to_string(value) + " " + when + " step " + std::to_string(step) +
+                             " (learning rate " + std::to_string(lr) + "): training diverged; lower --lr or add --warmup-steps");
+  };
+  if (loss.is_cuda()) {
+    device_sum_ = device_sum_.defined() ? device_sum_ + loss : loss.clone();
+    if (print) {
+      loss_sum_ = device_sum_.item<double>();
+      device_sum_ = torch::Tensor();
+      check(loss_sum_, "by");
+    }
+  } else {
+    const double value = loss.item<double>();
+    check(value, "at");
+    loss_sum_ += value;
+  }
   const double now = monotonic_seconds();
-  loss_sum_ += loss;
   ++steps_since_;
   if (first_done_ < 0) first_done_ = now;
   last_done_ = now;
@@ -74,7 +92,7 @@ void Progress::step_done(int64_t step, double loss, double lr) {
     since_ = now;
     untimed_ = 1;
   }
-  if ((step + 1) % every_ != 0 && step + 1 != total_) return;
+  if (!print) return;
   const double rate = now > since_ ? static_cast<double>((steps_since_ - untimed_) * samples_per_step_) / (now - since_) : 0;
   const double mean_loss = loss_sum_ / steps_since_;
   out_.training(step + 1, step / per_epoch_, mean_loss, lr, rate);

@@ -6,6 +6,8 @@
 #include <memory>
 #include <string>
 
+#include <torch/torch.h>
+
 #include "common/tensorboard.h"
 
 namespace ddp {
@@ -40,7 +42,10 @@ class RunOutput {
 class Progress {
  public:
   Progress(RunOutput& out, int64_t total_steps, int64_t steps_per_epoch, int epochs, int64_t samples_per_step, int every);
-  void step_done(int64_t step, double loss, double lr);
+  // `loss`: the step's loss, a float64 scalar on the model's device. On a GPU it is summed
+  // there and read (a host sync) only on the steps that print; on the CPU every step. A loss
+  // that is not finite stops the run (std::runtime_error) when it is read.
+  void step_done(int64_t step, const torch::Tensor& loss, double lr);
   // "throughput: N samples/s over S steps": the whole run, its first step (warm-up) left out.
   void summary() const;
 
@@ -49,6 +54,7 @@ class Progress {
   int64_t total_, per_epoch_, samples_per_step_;
   int epochs_, every_;
   double since_ = -1, loss_sum_ = 0;
+  torch::Tensor device_sum_;  // on a GPU: the losses since the last line, not yet read
   int64_t steps_since_ = 0, untimed_ = 0;
   double first_done_ = -1, last_done_ = -1;
   int64_t timed_steps_ = -1;

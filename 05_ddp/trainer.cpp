@@ -12,8 +12,12 @@
 #include <chrono>
 #include <thread>
 
+#include <c10/core/Event.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+
 #include "common/checkpoint.h"
 #include "common/errors.h"
+#include "common/failure.h"
 #include "common/flight_recorder.h"
 #include "common/trace.h"
 #include "common/log.h"
@@ -146,12 +150,54 @@ void remove_checkpoints(const std::string& dir, Group& group) {
   group.pg->barrier()->wait();
 }
 
-bool any_rank(Group& group, bool mine) {
-  std::vector<torch::Tensor> flag{torch::tensor({mine ? 1 : 0}, torch::kInt32).to(device_for(group.info))};
+struct StopVote::State {
+  Group& group;
+  torch::Device device;
+  std::vector<torch::Tensor> flag;  // on the device, all-reduced in place
+  torch::Tensor host;               // a GPU's result, copied here (pinned) behind the all-reduce
+  std::optional<Pending> pending;
+  std::optional<c10::Event> copied;  // recorded after that copy
+};
+
+StopVote::StopVote(Group& group) : s_(std::make_unique<State>(State{group, device_for(group.info), {}, {}, {}, {}})) {
+  if (s_->device.is_cuda()) s_->host = torch::zeros({1}, torch::TensorOptions(torch::kInt32).pinned_memory(true));
+}
+
+StopVote::~StopVote() {
+  if (!s_->pending || std::uncaught_exceptions() > 0) return;  // on a failure the group aborts
+  try {
+    wait(s_->group, *s_->pending);
+  } catch (const std::exception& e) {
+    log("the last stop vote failed: " + short_what(e));
+  }
+}
+
+bool StopVote::next(bool mine, bool post) {
+  State& s = *s_;
+  bool stop = false;
+  if (s.pending) {
+    if (s.copied) {
+      while (!s.copied->query()) std::this_thread::yield();  // the previous step's vote: done long ago
+      stop = s.host.item<int>() != 0;
+    } else {
+      wait(s.group, *s.pending);
+      stop = s.flag[0].item<int>() != 0;
+    }
+    s.pending.reset();
+  }
+  if (stop || !post) return stop;
+  s.flag = {torch::tensor({mine ? 1 : 0}, torch::kInt32).to(s.device)};
   c10d::AllreduceOptions max_op;
   max_op.reduceOp = c10d::ReduceOp::MAX;
-  run(group, "all-reduce", "stop-flag", 4, [&] { return group.pg->allreduce(flag, max_op); });
-  return flag[0].item<int>() != 0;
+  s.pending = issue(s.group, "all-reduce", "stop-flag", 4, [&] { return s.group.pg->allreduce(s.flag, max_op); });
+  if (s.device.is_cuda()) {
+    wait(s.group, *s.pending);  // NCCL: the current stream waits for the all-reduce; the host does not
+    s.host.copy_(s.flag[0], /*non_blocking=*/true);
+    c10::impl::VirtualGuardImpl cuda(c10::DeviceType::CUDA);
+    s.copied.emplace(c10::DeviceType::CUDA);
+    s.copied->record(cuda.getStream(s.device));
+  }
+  return false;
 }
 
 int stop_for_requeue(Group& group, int64_t step, int sig) {

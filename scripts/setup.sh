@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the course needs, once; quiet and quick when everything is already there.
-#   cpu  : Debian packages (compiler, CMake, libtorch-dev 1.13 with Gloo, CLI11, GoogleTest, zlib,
+#   cpu  : Debian packages (compiler, CMake, libtorch-dev 1.13 with Gloo, OpenBLAS, CLI11, GoogleTest, zlib,
 #          python3-torch 1.13, the reference the parity tests compare against, and the real
 #          Fashion-MNIST from dataset-fashion-mnist)
 #   cuda : the above, plus a project-local virtualenv (.venv) with PyPI torch==2.11.0 (CUDA 13.0,
@@ -22,8 +22,11 @@ for f in $flavours; do
 done
 
 # 1. Debian packages (as root; apt-get update only when something is missing).
-packages=(g++ make cmake binutils libtorch-dev libgloo-dev libcli11-dev libgtest-dev zlib1g-dev python3-venv python3-torch
-          dataset-fashion-mnist)
+# libopenblas0-pthread: Debian's libtorch computes on whatever libblas.so.3 is installed, and
+# --no-install-recommends would leave the reference BLAS, 3-7x slower (Note [Which BLAS] in
+# common/blas.h). The pthread build measured best with 2 ranks on 2 cores (05_ddp/README.md).
+packages=(g++ make cmake binutils libtorch-dev libgloo-dev libopenblas0-pthread libcli11-dev libgtest-dev zlib1g-dev
+          python3-venv python3-torch dataset-fashion-mnist)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -34,6 +37,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# libblas.so.3 and liblapack.so.3 are chosen by update-alternatives; OpenBLAS wins in auto mode,
+# but a manual choice of the reference BLAS would stay: point both at OpenBLAS.
+arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
+for lib in libblas.so.3 liblapack.so.3; do
+  want=/usr/lib/$arch/openblas-pthread/$lib
+  if [ -e "$want" ] && [ "$(readlink -f "/usr/lib/$arch/$lib")" != "$(readlink -f "$want")" ]; then
+    [ "$(id -u)" = 0 ] || die "/usr/lib/$arch/$lib is not OpenBLAS: run this script as root, or: update-alternatives --set $lib-$arch $want"
+    say "pointing $lib at OpenBLAS"
+    update-alternatives --quiet --set "$lib-$arch" "$want"
+  fi
+done
 
 # 2. The CUDA flavour: LibTorch from the pip wheel, and the CUDA toolkit it was built with.
 if [[ " $flavours " == *" cuda "* ]]; then

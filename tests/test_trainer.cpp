@@ -330,3 +330,30 @@ TEST(TrainerLong, CnnReaches90PercentTestAccuracyIn3EpochsAt2Ranks) {
   EXPECT_NE(r.output.find("(--expect-accuracy): OK"), std::string::npos) << r.output;
   std::system(("rm -rf " + out).c_str());
 }
+
+// Note [Which BLAS]: every trainer says what it computes with, and a rank on the reference BLAS
+// is warned. The reference library is forced here through the loader's search path; only
+// Debian's libtorch looks it up (the pip wheel carries MKL inside).
+TEST(Trainer, SaysWhichBlasItComputesOnAndWarnsAboutTheReferenceOne) {
+  const std::string out = temp_dir();
+  auto r = trainer(1, plus(small_run(out), {"--synthetic", "--max-steps", "2", "--reset"}), 60);
+  expect_ok(r);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("\\[rank 0/1\\] compute: cpu, BLAS ([^,]+), [0-9]+ intra-op threads?, deterministic")))
+      << r.output;
+  const std::string blas = m[1];
+  EXPECT_EQ(blas.find("reference"), std::string::npos) << "scripts/setup.sh installs OpenBLAS\n" << r.output;
+  EXPECT_EQ(r.output.find("warning: LibTorch computes on the reference BLAS"), std::string::npos) << r.output;
+
+  const std::string reference_dir = "/usr/lib/x86_64-linux-gnu/blas";
+  struct stat st{};
+  if (blas.find("inside LibTorch") != std::string::npos || ::stat((reference_dir + "/libblas.so.3").c_str(), &st) != 0) {
+    GTEST_SKIP() << "this LibTorch brings its own BLAS (" << blas << ") or the reference BLAS is not installed: "
+                 << "the warning is checked in the cpu flavour";
+  }
+  ProcSpec slow{{"03_manual_allreduce", "--timeout", "20"}, {{"LD_LIBRARY_PATH", reference_dir}}};
+  r = run_one(slow, 60);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(count(r.output, "warning: LibTorch computes on the reference BLAS (" + reference_dir + "/libblas.so.3)"), 1)
+      << r.output;
+}

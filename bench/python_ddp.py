@@ -20,17 +20,35 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from trainer_reference import Cnn, Mlp, learning_rate, load_split  # noqa: E402  the same models and data
 
 
+def batches(a, rank, images, labels, device):
+    """This rank's batches: a DataLoader on the CPU (copied to the GPU batch by batch with
+    --data copy), or, with --data resident, the dataset on the GPU and batches picked there."""
+    data = TensorDataset(images, labels)
+    sampler = DistributedSampler(data, shuffle=True, seed=0)
+    if device.type == "cuda" and a.data == "resident":
+        images, labels = images.to(device), labels.to(device)
+        order = torch.tensor(list(sampler), device=device)
+        for k in range(0, len(order), a.batch_size):
+            sel = order[k:k + a.batch_size]
+            yield images.index_select(0, sel), labels.index_select(0, sel)
+        return
+    for x, y in DataLoader(data, batch_size=a.batch_size, sampler=sampler, pin_memory=device.type == "cuda"):
+        yield x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+
+
 def worker(rank, a, port, result):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=a.world_size)
+    device = torch.device("cuda", rank) if a.device == "cuda" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=rank, world_size=a.world_size)
     images, labels = load_split(a.data_dir, True, 0)
     torch.manual_seed(0)
-    model = DDP(Cnn() if a.model == "cnn" else Mlp())
+    model = (Cnn() if a.model == "cnn" else Mlp()).to(device)
+    model = DDP(model, device_ids=[rank] if device.type == "cuda" else None)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
-    data = TensorDataset(images, labels)
-    loader = DataLoader(data, batch_size=a.batch_size, sampler=DistributedSampler(data, shuffle=True, seed=0))
     first_done = None
-    for step, (x, y) in enumerate(loader):
+    for step, (x, y) in enumerate(batches(a, rank, images, labels, device)):
         if step == a.steps:
             break
         for g in opt.param_groups:
@@ -38,10 +56,15 @@ def worker(rank, a, port, result):
         opt.zero_grad()
         loss = nn.functional.cross_entropy(model(x), y)
         loss.backward()
-        loss.item()  # 05_ddp reads the loss every step too
+        if device.type == "cpu" or (step + 1) % a.log_every == 0 or step + 1 == a.steps:
+            loss.item()  # 05_ddp reads the loss every step on the CPU, on log steps on a GPU
         opt.step()
         if first_done is None:
+            if device.type == "cuda":
+                torch.cuda.synchronize()
             first_done = time.monotonic()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
     elapsed = time.monotonic() - first_done
     if rank == 0:
         result.put((a.steps - 1) * a.batch_size * a.world_size / elapsed)
@@ -58,6 +81,10 @@ def main():
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--warmup-steps", type=int, default=100)
     ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="cuda: NCCL, one rank per GPU")
+    ap.add_argument("--data", choices=["copy", "resident"], default="copy",
+                    help="on a GPU: copy each batch from a DataLoader, or keep the dataset on the GPU")
+    ap.add_argument("--log-every", type=int, default=100, help="on a GPU: read the loss every N steps, as 05_ddp")
     a = ap.parse_args()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

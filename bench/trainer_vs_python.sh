@@ -19,14 +19,34 @@ esac
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
+data_dir=${DATA_DIR:-/usr/share/datasets/fashion-mnist}
+# On a GPU host (cuda flavour, a GPU per rank) both sides run NCCL on the GPUs, and Python runs
+# twice: with a DataLoader copying each batch, and with the dataset resident on the GPU (the
+# strongest Python; 05_ddp always keeps it there: Note [The data path on a GPU]).
+gpus=0
+[ "$flavour" = cuda ] && gpus=$("$python" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
+if [ "$gpus" -ge "$world" ] && [ "$gpus" -gt 0 ]; then device=cuda; py_runs="copy resident"; else device=cpu; py_runs=copy; fi
+# Both sides get the threads torchrun (and our 02_spawn) would give them: one per rank when
+# several ranks share the host, unless OMP_NUM_THREADS is set (Note [BLAS threads]).
+[ "$world" -gt 1 ] && export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
 rate() { sed -n 's/.*throughput: \([0-9.]*\) samples\/s.*/\1/p' | tail -n 1; }
 echo "05_ddp (C++) vs torch.nn.parallel.DistributedDataParallel (Python), $flavour flavour,"
-echo "world size $world, $steps steps of $batch images per rank, Gloo on 127.0.0.1, $(nproc) cores"
-printf "%-6s %14s %14s %8s\n" model "C++ samples/s" "Py samples/s" ratio
+if [ "$device" = cuda ]; then
+  echo "world size $world on $world GPU(s), NCCL, $steps steps of $batch images per rank"
+  printf "%-6s %14s %16s %8s %16s %8s\n" model "C++ samples/s" "Py copy" ratio "Py resident" ratio
+else
+  echo "world size $world, $steps steps of $batch images per rank, Gloo on 127.0.0.1, $(nproc) cores"
+  printf "%-6s %14s %14s %8s\n" model "C++ samples/s" "Py samples/s" ratio
+fi
 for model in $models; do
   cpp=$("$root/build-$flavour/05_ddp" --nproc-per-node "$world" --model "$model" --max-steps "$steps" \
-        --batch-size "$batch" --log-every "$steps" --reset --out "$out/$model" 2>&1 | rate)
-  py=$("$python" "$root/bench/python_ddp.py" --model "$model" --world-size "$world" --steps "$steps" \
-        --batch-size "$batch" 2>&1 | rate)
-  printf "%-6s %14s %14s %8s\n" "$model" "$cpp" "$py" "$(awk -v a="$cpp" -v b="$py" 'BEGIN { printf "%.2fx", a / b }')"
+        --batch-size "$batch" --log-every 100 --data-dir "$data_dir" --reset --out "$out/$model" 2>&1 | rate)
+  row=$(printf "%-6s %14s" "$model" "$cpp")
+  for data in $py_runs; do
+    py=$("$python" "$root/bench/python_ddp.py" --model "$model" --world-size "$world" --steps "$steps" \
+          --batch-size "$batch" --device "$device" --data "$data" --data-dir "$data_dir" 2>&1 | rate)
+    row+=$(printf " %14s %8s" "$py" "$(ratio "$cpp" "$py")")
+  done
+  echo "$row"
 done

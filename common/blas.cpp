@@ -1,7 +1,11 @@
 // provides: blas_in_use(), read from LibTorch's build config and this process's mapped libraries.
 #include "common/blas.h"
 
+#include <ATen/Parallel.h>
 #include <ATen/Version.h>
+#include <dlfcn.h>
+
+#include <cstdlib>
 
 #include <fstream>
 
@@ -49,6 +53,15 @@ std::string reference_blas_warning(const BlasInfo& b) {
   return "warning: LibTorch computes on the reference BLAS (" + b.library +
          "), 3-7x slower than OpenBLAS: run scripts/setup.sh, or apt-get install libopenblas0-pthread "
          "(see Note [Which BLAS] in common/blas.h)";
+}
+
+int match_blas_threads_to_torch() {
+  using SetThreads = void (*)(int);
+  auto set = reinterpret_cast<SetThreads>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  if (set == nullptr || std::getenv("OPENBLAS_NUM_THREADS") != nullptr) return 0;
+  const int n = at::get_num_threads();
+  set(n);
+  return n;
 }
 
 }  // namespace ddp

@@ -24,4 +24,13 @@ BlasInfo blas_in_use();
 // The warning to print when `b` is the reference BLAS, else "".
 std::string reference_blas_warning(const BlasInfo& b);
 
+// Note [BLAS threads]
+// OpenBLAS (pthread build) starts one thread per core in every process, whatever LibTorch's
+// intra-op setting: two ranks on two cores ran four BLAS threads, and a matrix product split
+// over two threads rounds differently from one (the PyTorch parity tests, at one intra-op
+// thread on both sides, drifted by 6e-8). So every rank gives OpenBLAS LibTorch's intra-op
+// thread count (OMP_NUM_THREADS; 02_spawn sets it as torchrun does), unless OPENBLAS_NUM_THREADS
+// says otherwise. Returns the count set, or 0 when the BLAS in use is not OpenBLAS.
+int match_blas_threads_to_torch();
+
 }  // namespace ddp

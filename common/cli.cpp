@@ -16,7 +16,9 @@ void add_common_flags(CLI::App& app, CommonFlags& f) {
   app.add_option("--world-size", f.world_size, "Number of processes in the group [env WORLD_SIZE, SLURM_NTASKS]");
   app.add_option("--master-addr", f.master_addr, "Host of rank 0, which hosts the store [env MASTER_ADDR; default 127.0.0.1]");
   app.add_option("--master-port", f.master_port, "TCP port of the store on the master [env MASTER_PORT; default 29500]");
-  app.add_option("--backend", f.backend, "Collective backend: gloo (CPU) or nccl (GPU) [default gloo]");
+  app.add_option("--backend", f.backend,
+                 "Collective backend: gloo (CPU) or nccl (GPU) [default: nccl when this host has a GPU for every local rank, "
+                 "else gloo; DDP_GPU_COUNT overrides the count]");
   app.add_option("--init", f.init, "Rendezvous: env:// (TCP store at master addr:port) or file:///path [default env://]");
   app.add_option("--timeout", f.timeout_s, "Seconds to wait for peers, the store and each collective [default 60]");
   app.add_flag("--explain-env", f.explain_env, "Print every resolved setting and where it came from, then exit");

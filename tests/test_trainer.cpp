@@ -354,6 +354,6 @@ TEST(Trainer, SaysWhichBlasItComputesOnAndWarnsAboutTheReferenceOne) {
   ProcSpec slow{{"03_manual_allreduce", "--timeout", "20"}, {{"LD_LIBRARY_PATH", reference_dir}}};
   r = run_one(slow, 60);
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(count(r.output, "warning: LibTorch computes on the reference BLAS (" + reference_dir + "/libblas.so.3)"), 1)
+  EXPECT_EQ(count(r.output, "warning: LibTorch computes on the reference BLAS (" + reference_dir + "/libblas.so.3"), 1)
       << r.output;
 }

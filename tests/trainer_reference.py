@@ -17,7 +17,12 @@ import os
 import sys
 import tempfile
 
-import torch
+# One BLAS thread, as torch.set_num_threads(1) below gives one intra-op thread: OpenBLAS
+# otherwise splits a matrix product over every core and rounds differently (Note [BLAS
+# threads] in common/blas.h). Read when libblas is loaded, so before torch is imported.
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+import torch  # noqa: E402
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn

@@ -28,6 +28,7 @@ gpus=0
 if [ "$gpus" -ge "$world" ] && [ "$gpus" -gt 0 ]; then device=cuda; py_runs="copy resident"; else device=cpu; py_runs=copy; fi
 # Both sides get the threads torchrun (and our 02_spawn) would give them: one per rank when
 # several ranks share the host, unless OMP_NUM_THREADS is set (Note [BLAS threads]).
+cores=$(nproc --all)
 [ "$world" -gt 1 ] && export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
 rate() { sed -n 's/.*throughput: \([0-9.]*\) samples\/s.*/\1/p' | tail -n 1; }
@@ -36,7 +37,7 @@ if [ "$device" = cuda ]; then
   echo "world size $world on $world GPU(s), NCCL, $steps steps of $batch images per rank"
   printf "%-6s %14s %16s %8s %16s %8s\n" model "C++ samples/s" "Py copy" ratio "Py resident" ratio
 else
-  echo "world size $world, $steps steps of $batch images per rank, Gloo on 127.0.0.1, $(nproc) cores"
+  echo "world size $world, $steps steps of $batch images per rank, Gloo on 127.0.0.1, $cores cores, OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset}"
   printf "%-6s %14s %14s %8s\n" model "C++ samples/s" "Py samples/s" ratio
 fi
 for model in $models; do

@@ -123,7 +123,6 @@ int exec_worker(const Worker& w, const ddp::RankInfo& info, int nproc, int port_
         {"MASTER_PORT", std::to_string(port)},    {"TORCHELASTIC_USE_AGENT_STORE", "True"},
         {"TORCHELASTIC_RESTART_COUNT", "0"}};
     for (const auto& [k, v] : env) ::setenv(k, v.c_str(), 1);
-    if (nproc > 1) ::setenv("OMP_NUM_THREADS", "1", /*overwrite=*/0);  // see the launcher's note below
     std::vector<char*> argv;
     for (auto& a : command) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -269,12 +268,6 @@ int main(int argc, char** argv) {
              (base.file_init() ? "store " + base.init.value
                                : "store on " + base.master_addr.value + ":" + std::to_string(port) +
                                      (os_port ? " (port chosen by the OS)" : "")));
-    if (!command.empty() && per_node > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) {
-      // torchrun does the same: every worker would otherwise start a thread per core (LibTorch's
-      // intra-op pool, OpenBLAS's pool), per_node times over. See Note [BLAS threads].
-      ddp::log("OMP_NUM_THREADS=1 for each worker (unset, and " + std::to_string(per_node) +
-               " workers share a host, as torchrun sets it); set it to tune");
-    }
     for (Worker& w : workers) {
       // Without a store (port 0 stays 0) a worker reads nothing and fails, naming the cause.
       if (port != 0 || base.file_init()) (void)!::write(w.port_fd, &port, sizeof(port));

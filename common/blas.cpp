@@ -55,12 +55,12 @@ std::string reference_blas_warning(const BlasInfo& b) {
          "(see Note [Which BLAS] in common/blas.h)";
 }
 
-int match_blas_threads_to_torch() {
-  using SetThreads = void (*)(int);
-  auto set = reinterpret_cast<SetThreads>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
-  if (set == nullptr || std::getenv("OPENBLAS_NUM_THREADS") != nullptr) return 0;
+int set_compute_threads(int local_world_size) {
+  if (local_world_size > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) at::set_num_threads(1);
   const int n = at::get_num_threads();
-  set(n);
+  using SetThreads = void (*)(int);
+  auto set_blas = reinterpret_cast<SetThreads>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  if (set_blas != nullptr && std::getenv("OPENBLAS_NUM_THREADS") == nullptr) set_blas(n);
   return n;
 }
 

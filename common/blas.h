@@ -25,12 +25,14 @@ BlasInfo blas_in_use();
 std::string reference_blas_warning(const BlasInfo& b);
 
 // Note [BLAS threads]
-// OpenBLAS (pthread build) starts one thread per core in every process, whatever LibTorch's
-// intra-op setting: two ranks on two cores ran four BLAS threads, and a matrix product split
-// over two threads rounds differently from one (the PyTorch parity tests, at one intra-op
-// thread on both sides, drifted by 6e-8). So every rank gives OpenBLAS LibTorch's intra-op
-// thread count (OMP_NUM_THREADS; 02_spawn sets it as torchrun does), unless OPENBLAS_NUM_THREADS
-// says otherwise. Returns the count set, or 0 when the BLAS in use is not OpenBLAS.
-int match_blas_threads_to_torch();
+// Every process starts a thread per core twice over: LibTorch's intra-op pool (OpenMP) and
+// OpenBLAS's own pool. Two ranks on two cores ran up to eight threads, and the thread count
+// changes results: a matrix product split over two threads rounds differently from one (the
+// PyTorch parity tests drifted by 6e-8; a Slurm task and the same rank under 02_spawn ended
+// with different fingerprints). So, in one place for every way of starting a rank (02_spawn,
+// torchrun, srun, separate shells): when several ranks share a host and OMP_NUM_THREADS is
+// unset, one intra-op thread per rank, as torchrun sets it; and OpenBLAS gets LibTorch's
+// intra-op count unless OPENBLAS_NUM_THREADS says otherwise. Returns the intra-op count.
+int set_compute_threads(int local_world_size);
 
 }  // namespace ddp

@@ -290,7 +290,7 @@ std::optional<Group> join_or_explain(const CommonFlags& flags) {
   }
   check_can_start(info);  // before tagging the log: "rank 3/2" would be no name at all
   set_log_identity(info.rank.value, info.world_size.value);
-  match_blas_threads_to_torch();  // Note [BLAS threads]
+  set_compute_threads(info.local_world_size.value);  // Note [BLAS threads]
   if (info.local_rank.value == 0) {
     if (!info.backend_note.empty()) log(info.backend_note);
     if (info.backend.value == "gloo") {

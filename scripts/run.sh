@@ -34,9 +34,9 @@ echo "== 05_ddp: our own DDP class training an MLP on Fashion-MNIST, 300 steps (
 
 echo
 echo "== 06_slurm: the same trainer as a Slurm job on a simulated 2-node cluster; a preemption drill"
-echo "   4 s into training makes it checkpoint and requeue itself, and the requeued job resumes"
+echo "   2 s into training makes it checkpoint and requeue itself, and the requeued job resumes"
 "$bin/06_slurm" --local --nodes 2 --tasks-per-node 1 --out-dir "$root/runs/06_slurm" \
-  -- --max-steps 200 --log-every 100 --drill-after 4 --timeout 30
+  -- --max-steps 500 --log-every 100 --drill-after 2 --timeout 30
 
 echo
 echo "== done: the batch scripts for a real Slurm are in 06_slurm/ (see 06_slurm/README.md)"

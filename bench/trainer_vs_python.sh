@@ -2,7 +2,7 @@
 # Chapter 05's C++ trainer vs PyTorch's Python DDP: same models, data, world size, steps and
 # LibTorch version, measured in the same run; prints samples/s of each and the ratio.
 # Usage: bench/trainer_vs_python.sh [cpu|cuda] [steps] [world size] [batch per rank] [models]
-#        (default: cpu 300 2 64 "mlp cnn")
+#        (default: cpu 300 2 64 "mlp cnn"); REPEATS=N runs of each side, median reported (3)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 flavour=${1:-cpu}
@@ -10,6 +10,7 @@ steps=${2:-300}
 world=${3:-2}
 batch=${4:-64}
 models=${5:-mlp cnn}
+repeats=${REPEATS:-3}
 case $flavour in
   cpu)  python=/usr/bin/python3 ;;         # Debian's python3-torch, the same 1.13 as libtorch-dev
   cuda) python=$root/.venv/bin/python ;;   # the pip torch whose LibTorch build-cuda uses
@@ -38,16 +39,28 @@ if [ "$device" = cuda ]; then
   printf "%-6s %14s %16s %8s %16s %8s\n" model "C++ samples/s" "Py copy" ratio "Py resident" ratio
 else
   echo "world size $world, $steps steps of $batch images per rank, Gloo on 127.0.0.1, $cores cores, OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset}"
-  printf "%-6s %14s %14s %8s\n" model "C++ samples/s" "Py samples/s" ratio
+  printf "%-6s %14s %14s %8s   (medians of $repeats runs each)\n" model "C++ samples/s" "Py samples/s" ratio
 fi
+# Each side runs $repeats times, alternating, and the median counts: on 2 shared cores one run
+# of the same command spread by 25 % (bench/README.md).
+median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 for model in $models; do
-  cpp=$("$root/build-$flavour/05_ddp" --nproc-per-node "$world" --model "$model" --max-steps "$steps" \
-        --batch-size "$batch" --log-every 100 --data-dir "$data_dir" --reset --out "$out/$model" 2>&1 | rate)
+  cpp_runs=""
+  declare -A py_all=()
+  for ((k = 0; k < repeats; k++)); do
+    cpp_runs+="$("$root/build-$flavour/05_ddp" --nproc-per-node "$world" --model "$model" --max-steps "$steps" \
+          --batch-size "$batch" --log-every 100 --data-dir "$data_dir" --reset --out "$out/$model" 2>&1 | rate)"$'\n'
+    for data in $py_runs; do
+      py_all[$data]+="$("$python" "$root/bench/python_ddp.py" --model "$model" --world-size "$world" --steps "$steps" \
+            --batch-size "$batch" --device "$device" --data "$data" --data-dir "$data_dir" 2>&1 | rate)"$'\n'
+    done
+  done
+  cpp=$(printf "%s" "$cpp_runs" | median)
   row=$(printf "%-6s %14s" "$model" "$cpp")
   for data in $py_runs; do
-    py=$("$python" "$root/bench/python_ddp.py" --model "$model" --world-size "$world" --steps "$steps" \
-          --batch-size "$batch" --device "$device" --data "$data" --data-dir "$data_dir" 2>&1 | rate)
+    py=$(printf "%s" "${py_all[$data]}" | median)
     row+=$(printf " %14s %8s" "$py" "$(ratio "$cpp" "$py")")
   done
   echo "$row"
+  echo "       runs: C++ $(echo $cpp_runs)$(for data in $py_runs; do printf "; Python %s %s" "$data" "$(echo ${py_all[$data]})"; done)"
 done

@@ -15,19 +15,19 @@
 //   ./build-cpu/06_slurm --local --nodes 2 --tasks-per-node 2 --time 0:40 --signal USR2@30 -- --epochs 1
 //   ./build-cuda/06_slurm --nodes 2 --gpus-per-node 4 --partition gpu --time 4:00:00 --submit
 //
-// Expected output (--local --nodes 2 --tasks-per-node 2 --time 0:25 --signal USR2@15 -- --max-steps 300; trimmed):
-//   [slurm (local)] simulated Slurm: job 7051 (ddp), 2 node(s) x 2 task(s); trainer output in runs/06_slurm/7051
-//   [slurm (local)] job 7051 running: 4 tasks on 127.0.0.[1-2], tasks per node 2(x2), time limit 0:25, USR2 15 s before it
+// Expected output (--local --nodes 2 --tasks-per-node 2 --time 0:25 --signal USR2@15 -- --max-steps 700; trimmed):
+//   [slurm (local)] simulated Slurm: job 5693 (ddp), 2 node(s) x 2 task(s); trainer output in runs/06_slurm/5693
+//   [slurm (local)] job 5693 running: 4 tasks on 127.0.0.[1-2], tasks per node 2(x2), time limit 0:25, USR2 15 s before it
 //   [rank 0/4] model mlp: 535818 parameters in 2 bucket(s), all-reduced while backward runs
-//   [slurm (local)] job 7051: 15 s before the time limit: sending SIGUSR2 to every task
-//   [rank 0/4] preempted: SIGUSR2 received; stopped after step 75 with its checkpoint written; requeueing Slurm job 7051 (restart 0)
-//   [slurm (local)] job 7051 requeued: starting again in 2s with SLURM_RESTART_COUNT=1
-//   [rank 0/4] resumed from runs/06_slurm/7051/checkpoints/ckpt-000000075.pt at step 75 (--reset starts over)
-//   ... (two more warnings, checkpoints and requeues: at steps 161 and 235)
+//   [slurm (local)] job 5693: 15 s before the time limit: sending SIGUSR2 to every task
+//   [rank 0/4] preempted: SIGUSR2 received; stopped after step 312 with its checkpoint written; requeueing Slurm job 5693 (restart 0)
+//   [slurm (local)] job 5693 requeued: starting again in 2s with SLURM_RESTART_COUNT=1
+//   [rank 0/4] resumed from runs/06_slurm/5693/checkpoints/ckpt-000000312.pt at step 312 (--reset starts over)
+//   ... (one more warning, checkpoint and requeue: at step 668)
 //   [rank 0/4] check: every rank holds the same parameters: OK
-//   [rank 0/4] params fingerprint 9b00232c10d3259f (bit-identical runs print the same)
-//   [slurm (local)] job 7051 ended: COMPLETED after 3 requeue(s)
-// The same job under a real Slurm, sent SIGUSR2 once (sbatch 06_slurm/cpu_gloo.sbatch --max-steps 300),
+//   [rank 0/4] params fingerprint 5b73dc37cbd72310 (bit-identical runs print the same)
+//   [slurm (local)] job 5693 ended: COMPLETED after 2 requeue(s)
+// The same job under a real Slurm, sent SIGUSR2 once (sbatch 06_slurm/cpu_gloo.sbatch --max-steps 700),
 // ends with the same fingerprint: see README.md.
 
 #include <unistd.h>

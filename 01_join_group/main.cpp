@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
     // 2. Refuse what cannot work before touching the network: rank >= world size, a port out
     //    of range, an unknown backend, nccl without a GPU. Exit code 2, nothing started.
     ddp::check_can_start(info);
-    if (!info.backend_note.empty() && info.local_rank.value == 0) ddp::log(info.backend_note);  // GPUs, but too few
+    ddp::log_backend_note(info);  // GPUs, but too few of them for NCCL
     ddp::log("joining: world size " + std::to_string(world) + ", " + info.init.value +
              (info.file_init() ? "" : " at " + info.master_addr.value + ":" + std::to_string(info.master_port.value)) +
              ", backend " + info.backend.value + ", timeout " + ddp::seconds(info.timeout_s.value));

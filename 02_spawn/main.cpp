@@ -83,7 +83,7 @@ int run_worker(const Worker& w, ddp::RankInfo info, int nproc, int port_fd, cons
   ddp::set_log_identity(w.rank, info.world_size.value);
   return ddp::guarded_main([&] {
     if (info.backend.source != "--backend") ddp::choose_default_backend(info, ddp::visible_gpus());
-    if (!info.backend_note.empty() && w.local == 0) ddp::log(info.backend_note);
+    ddp::log_backend_note(info);
     info.master_port = {receive_port(port_fd, info), who + " (OS-chosen port of the launcher's store)"};
     ddp::Group g = ddp::init_process_group(info);
     ddp::log("node " + std::to_string(w.node) + ", local rank " + std::to_string(w.local) + ": Rank " +

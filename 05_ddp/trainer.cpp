@@ -156,7 +156,7 @@ struct StopVote::State {
   std::vector<torch::Tensor> flag;  // on the device, all-reduced in place
   torch::Tensor host;               // a GPU's result, copied here (pinned) behind the all-reduce
   std::optional<Pending> pending;
-  std::optional<c10::Event> copied;  // recorded after that copy
+  std::optional<c10::Event> copied;  // a GPU's: recorded after that copy
 };
 
 StopVote::StopVote(Group& group) : s_(std::make_unique<State>(State{group, device_for(group.info), {}, {}, {}, {}})) {
@@ -176,7 +176,7 @@ bool StopVote::next(bool mine, bool post) {
   State& s = *s_;
   bool stop = false;
   if (s.pending) {
-    if (s.copied) {
+    if (s.device.is_cuda()) {
       while (!s.copied->query()) std::this_thread::yield();  // the previous step's vote: done long ago
       stop = s.host.item<int>() != 0;
     } else {

@@ -65,6 +65,10 @@ std::string describe_compute(const torch::Device& device) {
   return "cpu, BLAS " + blas_in_use().name + ", " + std::to_string(threads) + " intra-op thread" + (threads == 1 ? "" : "s");
 }
 
+void log_backend_note(const RankInfo& info) {
+  if (!info.backend_note.empty() && info.local_rank.value == 0) log(info.backend_note);
+}
+
 RankInfo resolve_rank_info(const CommonFlags& flags) { return resolve_rank_info(flags, process_env(), visible_gpus); }
 
 // Note [Leaving the group]
@@ -291,11 +295,9 @@ std::optional<Group> join_or_explain(const CommonFlags& flags) {
   check_can_start(info);  // before tagging the log: "rank 3/2" would be no name at all
   set_log_identity(info.rank.value, info.world_size.value);
   set_compute_threads(info.local_world_size.value);  // Note [BLAS threads]
-  if (info.local_rank.value == 0) {
-    if (!info.backend_note.empty()) log(info.backend_note);
-    if (info.backend.value == "gloo") {
-      if (const std::string w = reference_blas_warning(blas_in_use()); !w.empty()) log(w);
-    }
+  log_backend_note(info);
+  if (info.local_rank.value == 0 && info.backend.value == "gloo") {
+    if (const std::string w = reference_blas_warning(blas_in_use()); !w.empty()) log(w);
   }
   return init_process_group(info);
 }

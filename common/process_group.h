@@ -65,6 +65,10 @@ torch::Device device_for(const RankInfo& info);
 // (openblas-pthread), 1 intra-op thread".
 std::string describe_compute(const torch::Device& device);
 
+// The line that says why a host with GPUs runs Gloo (RankInfo::backend_note), once per host:
+// by its local rank 0. Nothing when there is nothing to explain.
+void log_backend_note(const RankInfo& info);
+
 // The GPUs the default backend sees: DDP_GPU_COUNT when set, else what LibTorch sees (0
 // without CUDA). Starts CUDA: a launcher calls it in its children, after fork().
 GpuCount visible_gpus();

@@ -146,6 +146,8 @@ std::vector<ProcResult> run_all(const std::vector<ProcSpec>& specs, double deadl
   return results;
 }
 
+bool gpu_host() { return ::access("/dev/nvidia0", F_OK) == 0; }
+
 ProcResult run_one(const ProcSpec& spec, double deadline_s) { return run_all({spec}, deadline_s)[0]; }
 
 }  // namespace ddp_test

@@ -30,6 +30,8 @@ struct ProcResult {
 std::vector<ProcResult> run_all(const std::vector<ProcSpec>& specs, double deadline_s);
 ProcResult run_one(const ProcSpec& spec, double deadline_s);
 
+// True on a host with an NVIDIA GPU (/dev/nvidia0): tests whose expectation depends on it say so.
+bool gpu_host();
 // Path of a program built next to the tests.
 std::string bin(const std::string& name);
 // A TCP port that is free right now.

@@ -223,7 +223,7 @@ class RefusedBeforeStart : public ::testing::TestWithParam<BadStart> {};
 TEST_P(RefusedBeforeStart, Exit2WithAMessage) {
   const BadStart& b = GetParam();
 #ifdef DDP_HAS_NCCL
-  if (b.name == "NcclWithoutGpu" && ::access("/dev/nvidia0", F_OK) == 0) GTEST_SKIP() << "a GPU is present: nccl is not refused here";
+  if (b.name == "NcclWithoutGpu" && gpu_host()) GTEST_SKIP() << "a GPU is present: nccl is not refused here";
 #endif
   ProcSpec s{{"01_join_group"}, b.env};
   for (auto& a : b.args) s.argv.push_back(a);

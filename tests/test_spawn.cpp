@@ -1,7 +1,6 @@
 // 02_spawn as a real process: N workers, simulated nodes, injected failures and the root-cause table.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
 
@@ -160,7 +159,7 @@ TEST(Spawn, TheDefaultBackendFollowsTheGpusOfTheHost) {
 
     // NCCL chosen, and refused on a host without a GPU. (On a GPU host the refusal, or the run,
     // depends on its real GPUs: the choice itself is checked by --explain-env below.)
-    if (::access("/dev/nvidia0", F_OK) == 0) continue;
+    if (gpu_host()) continue;
     ProcSpec two_gpus = spawn(args);
     two_gpus.env["DDP_GPU_COUNT"] = "2";
     r = run_one(two_gpus, 60);

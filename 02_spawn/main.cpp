@@ -123,6 +123,8 @@ int exec_worker(const Worker& w, const ddp::RankInfo& info, int nproc, int port_
         {"MASTER_PORT", std::to_string(port)},    {"TORCHELASTIC_USE_AGENT_STORE", "True"},
         {"TORCHELASTIC_RESTART_COUNT", "0"}};
     for (const auto& [k, v] : env) ::setenv(k, v.c_str(), 1);
+    // Simulated nodes share this host's GPUs (Note [Choosing the backend]).
+    if (info.simulated_nodes > 1) ::setenv("DDP_SIMULATED_NODES", std::to_string(info.simulated_nodes).c_str(), 1);
     std::vector<char*> argv;
     for (auto& a : command) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -197,6 +199,7 @@ int main(int argc, char** argv) {
     base.rank.source = base.local_rank.source = base.node_rank.source = "assigned to each worker by 02_spawn";
     base.local_world_size = {per_node, plan_src};
     base.external_store = {true, "02_spawn hosts the store"};
+    base.simulated_nodes = n_nodes;  // they all share this host's GPUs
     ddp::validate(base);
     if (!command.empty() && base.file_init()) throw ddp::UsageError("--init file:// is for the built-in worker; give it to the program after -- instead");
     // An explicit --master-port or MASTER_PORT is honoured; otherwise the OS picks one.

@@ -68,6 +68,10 @@ std::vector<std::vector<size_t>> assign_buckets(const std::vector<size_t>& order
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, Group& group,
                                                  size_t bucket_cap_bytes)
     : module_(std::move(module)), group_(group), cap_bytes_(bucket_cap_bytes) {
+  // 1/world as PyTorch passes it to mul_out: a "wrapped number", a scalar that neither promotes
+  // the gradient's type nor needs to live on its device.
+  inverse_world_ = torch::scalar_tensor(1.0 / group_.size(), torch::kDouble);
+  inverse_world_.unsafeGetTensorImpl()->set_wrapped_number(true);
   // 1. Every rank starts from rank 0's weights: one broadcast of all of them, side by side.
   {
     torch::NoGradGuard no_grad;
@@ -149,7 +153,7 @@ void DistributedDataParallel::on_gradient_ready(size_t i) {
   Bucket& b = buckets_[bucket_of_[i]];
   const torch::Tensor& grad = params_[i].grad();
   torch::Tensor view = b.flat.narrow(0, b.offsets[slot_of_[i]], grad.numel());
-  view.copy_(grad.reshape(-1)).mul_(1.0 / group_.size());
+  at::mul_out(view, grad.reshape(-1), inverse_world_);  // one kernel, as PyTorch's reducer
   if (--b.pending == 0) launch_ready_buckets();
 }
 

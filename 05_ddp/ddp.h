@@ -86,6 +86,7 @@ class DistributedDataParallel {
   std::shared_ptr<torch::nn::Module> module_;
   Group& group_;
   size_t cap_bytes_;
+  torch::Tensor inverse_world_;  // 1/world, multiplied in while copying into a bucket
   std::vector<torch::Tensor> params_;
   std::vector<std::string> names_;
   std::vector<size_t> bytes_;  // each parameter's gradient size, for the bucket plan

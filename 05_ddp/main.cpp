@@ -34,6 +34,7 @@
 #include "05_ddp/amp.h"
 #include "05_ddp/batches.h"
 #include "05_ddp/ddp.h"
+#include "05_ddp/gpu_timeline.h"
 #include "05_ddp/metrics.h"
 #include "05_ddp/models.h"
 #include "05_ddp/options.h"
@@ -172,6 +173,7 @@ int main(int argc, char** argv) {
     std::optional<ddp::Evaluation> last_eval;
     int64_t order_size = 0;
     ddp::StopVote stop_vote(group);  // Note [Stopping together without a sync per step]
+    ddp::GpuTimeline gpu_timeline(device);  // with --trace on a GPU: what the GPU ran (Note [A GPU's timeline])
     if (o.drill_after && step == 0) ddp::drill_preemption(preempt_signal, *o.drill_after);  // once: not after a resume
     for (; step < total_steps; ++step) {
       recorder.set_step(step);
@@ -213,11 +215,15 @@ int main(int argc, char** argv) {
       progress.step_done(step, step_loss, lr);
 
       const bool epoch_end = in_epoch == steps_per_epoch - 1 || step + 1 == total_steps;
-      if (epoch_end) out.validation(*(last_eval = evaluate(model, test, group, o.batch_size, device)), step + 1);
+      if (epoch_end) {
+        ddp::Progress::Pause paused(progress);  // samples/s counts training only
+        out.validation(*(last_eval = evaluate(model, test, group, o.batch_size, device)), step + 1);
+      }
       // Preempted: every rank stops after this same step, with a checkpoint, and the job is requeued.
       const bool last_step = step + 1 == total_steps;
       const bool preempted = stop_vote.next(ddp::preemption_signal() != 0, /*post=*/!last_step) && !last_step;
       if (preempted || epoch_end || (o.ckpt_every && (step + 1) % *o.ckpt_every == 0)) {
+        ddp::Progress::Pause paused(progress);
         ddp::checkpoint(out.checkpoints, step + 1, sampler_state, o.keep, *model.module, *optimizer, ddp_model, group);
       }
       if (preempted) return ddp::stop_for_requeue(group, step + 1, ddp::preemption_signal());
@@ -227,7 +233,15 @@ int main(int argc, char** argv) {
 
     progress.summary();
     const auto& overlap = ddp_model.overlap();  // Note [Overlap share], from the same clock as --trace
-    if (overlap.backwards > 0) {
+    if (gpu_timeline.on()) {
+      const ddp::GpuTimeline::Overlap gpu = gpu_timeline.stop();
+      ddp::log0("GPU timeline: " + std::to_string(gpu.gpu_events) + " kernels and copies in the trace" +
+                (gpu.kernels == 0 ? std::string("; no gradient all-reduce kernel (a world of one: NCCL has nothing to add)")
+                                  : "; overlap: " + ddp::percent(gpu.share()) + " of all-reduce kernel time ran beside compute kernels (" +
+                                        std::to_string(gpu.kernels) + " all-reduce kernels, " + ddp::seconds(gpu.comm_us / 1e6) + " in all)"));
+    } else if (device.is_cuda()) {
+      ddp::log0("overlap: on a GPU the host's clock cannot see it; --trace measures it from the GPU's kernels");
+    } else if (overlap.backwards > 0) {
       ddp::log0("overlap: " + ddp::percent(overlap.share()) + " of all-reduce time hidden behind backward (" +
                 ddp::seconds(overlap.comm_us / overlap.backwards / 1e6) + " of all-reduce per step on rank 0)");
     }

@@ -83,6 +83,9 @@ void Progress::step_done(int64_t step, const torch::Tensor& loss, double lr) {
     check(value, "at");
     loss_sum_ += value;
   }
+  // The clock starts when the first step is done on the device too, as the Python peer's does
+  // (bench/python_ddp.py): one wait for the GPU, once.
+  if (first_done_ < 0 && device_sum_.defined()) (void)device_sum_.item<double>();
   const double now = monotonic_seconds();
   ++steps_since_;
   if (first_done_ < 0) first_done_ = now;
@@ -93,7 +96,8 @@ void Progress::step_done(int64_t step, const torch::Tensor& loss, double lr) {
     untimed_ = 1;
   }
   if (!print) return;
-  const double rate = now > since_ ? static_cast<double>((steps_since_ - untimed_) * samples_per_step_) / (now - since_) : 0;
+  const double busy = now - since_ - paused_since_line_;
+  const double rate = busy > 0 ? static_cast<double>((steps_since_ - untimed_) * samples_per_step_) / busy : 0;
   const double mean_loss = loss_sum_ / steps_since_;
   out_.training(step + 1, step / per_epoch_, mean_loss, lr, rate);
   const double eta = rate > 0 ? static_cast<double>((total_ - step - 1) * samples_per_step_) / rate : 0;
@@ -104,14 +108,26 @@ void Progress::step_done(int64_t step, const torch::Tensor& loss, double lr) {
                 std::string(width - filled, '.').c_str(), static_cast<long long>(step + 1), static_cast<long long>(total_),
                 mean_loss, lr, rate, static_cast<int>(eta) / 60, static_cast<int>(eta) % 60);
   log0(line);
-  since_ = now, loss_sum_ = 0, steps_since_ = 0, untimed_ = 0;
+  since_ = now, loss_sum_ = 0, steps_since_ = 0, untimed_ = 0, paused_since_line_ = 0;
+}
+
+Progress::Pause::Pause(Progress& p) : p_(p) {
+  if (p_.device_sum_.defined()) (void)p_.device_sum_.item<double>();  // the GPU's queued steps are training
+  start_ = monotonic_seconds();
+}
+
+Progress::Pause::~Pause() {
+  if (p_.first_done_ < 0) return;  // before the clock started
+  const double paused = monotonic_seconds() - start_;
+  p_.paused_ += paused;
+  p_.paused_since_line_ += paused;
 }
 
 void Progress::summary() const {
-  if (timed_steps_ < 1 || last_done_ <= first_done_) return;
+  if (timed_steps_ < 1 || last_done_ - first_done_ - paused_ <= 0) return;
   char line[160];
   std::snprintf(line, sizeof(line), "throughput: %.1f samples/s over %lld steps (all ranks; the first step left out)",
-                static_cast<double>(timed_steps_ * samples_per_step_) / (last_done_ - first_done_),
+                static_cast<double>(timed_steps_ * samples_per_step_) / (last_done_ - first_done_ - paused_),
                 static_cast<long long>(timed_steps_));
   log0(line);
 }

@@ -46,8 +46,23 @@ class Progress {
   // there and read (a host sync) only on the steps that print; on the CPU every step. A loss
   // that is not finite stops the run (std::runtime_error) when it is read.
   void step_done(int64_t step, const torch::Tensor& loss, double lr);
-  // "throughput: N samples/s over S steps": the whole run, its first step (warm-up) left out.
+  // "throughput: N samples/s over S steps": the whole run, its first step (warm-up) left out,
+  // and the time of what is not training (validation, checkpoints) too: see Pause.
   void summary() const;
+
+  // While one lives, the clock of samples/s stands still. On a GPU it first waits for the
+  // training work already queued, so that the paused time holds none of it.
+  class Pause {
+   public:
+    explicit Pause(Progress& p);
+    ~Pause();
+    Pause(const Pause&) = delete;
+    Pause& operator=(const Pause&) = delete;
+
+   private:
+    Progress& p_;
+    double start_;
+  };
 
  private:
   RunOutput& out_;
@@ -57,6 +72,7 @@ class Progress {
   torch::Tensor device_sum_;  // on a GPU: the losses since the last line, not yet read
   int64_t steps_since_ = 0, untimed_ = 0;
   double first_done_ = -1, last_done_ = -1;
+  double paused_ = 0, paused_since_line_ = 0;  // seconds in a Pause since the first step / the last line
   int64_t timed_steps_ = -1;
 };
 

@@ -15,6 +15,7 @@
 #include <c10/core/Event.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
+#include "05_ddp/sgd.h"
 #include "common/checkpoint.h"
 #include "common/errors.h"
 #include "common/failure.h"
@@ -57,8 +58,8 @@ std::unique_ptr<torch::optim::Optimizer> make_trainer_optimizer(const std::vecto
   if (o.optimizer == "adamw") {
     return std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay));
   }
-  return std::make_unique<torch::optim::SGD>(
-      params, torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
+  // LibTorch's SGD, stepping every parameter in one launch: Note [One launch for all parameters].
+  return std::make_unique<ForeachSgd>(params, torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
 }
 
 int64_t count_parameters(const std::vector<torch::Tensor>& params) {
@@ -186,7 +187,10 @@ bool StopVote::next(bool mine, bool post) {
     s.pending.reset();
   }
   if (stop || !post) return stop;
-  s.flag = {torch::tensor({mine ? 1 : 0}, torch::kInt32).to(s.device)};
+  // Filled where it lives: a CPU value copied to a GPU from pageable memory would make the host
+  // wait for everything queued before it, a sync per step (measured: 2.5 ms a step on an H100).
+  if (s.flag.empty()) s.flag = {torch::zeros({1}, torch::TensorOptions(torch::kInt32).device(s.device))};
+  s.flag[0].fill_(mine ? 1 : 0);
   c10d::AllreduceOptions max_op;
   max_op.reduceOp = c10d::ReduceOp::MAX;
   s.pending = issue(s.group, "all-reduce", "stop-flag", 4, [&] { return s.group.pg->allreduce(s.flag, max_op); });

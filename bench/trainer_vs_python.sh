@@ -3,6 +3,8 @@
 # LibTorch version, measured in the same run; prints samples/s of each and the ratio.
 # Usage: bench/trainer_vs_python.sh [cpu|cuda] [steps] [world size] [batch per rank] [models]
 #        (default: cpu 300 2 64 "mlp cnn"); REPEATS=N runs of each side, median reported (3)
+#        DDP_BUILD=folder and DDP_PYTHON=python: an existing build and Python (a GPU host that
+#        cannot run scripts/setup.sh); then nothing is built
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 flavour=${1:-cpu}
@@ -16,7 +18,13 @@ case $flavour in
   cuda) python=$root/.venv/bin/python ;;   # the pip torch whose LibTorch build-cuda uses
   *) echo "unknown flavour '$flavour': use cpu or cuda" >&2; exit 2 ;;
 esac
-"$root/scripts/build.sh" "$flavour" 05_ddp 02_spawn > /dev/null
+python=${DDP_PYTHON:-$python}
+build=${DDP_BUILD:-$root/build-$flavour}
+if [ -z "${DDP_BUILD:-}" ]; then
+  "$root/scripts/build.sh" "$flavour" 05_ddp 02_spawn > /dev/null
+elif [ ! -x "$build/05_ddp" ]; then
+  echo "DDP_BUILD=$build has no 05_ddp" >&2; exit 2
+fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
@@ -27,6 +35,10 @@ data_dir=${DATA_DIR:-/usr/share/datasets/fashion-mnist}
 gpus=0
 [ "$flavour" = cuda ] && gpus=$("$python" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
 if [ "$gpus" -ge "$world" ] && [ "$gpus" -gt 0 ]; then device=cuda; py_runs="copy resident"; else device=cpu; py_runs=copy; fi
+# Like for like: PyTorch's Python DDP runs without deterministic algorithms, so on a GPU 05_ddp
+# does too (its default is on: Note [Reproducible GPU runs]; 05_ddp/README.md says what it costs).
+cpp_extra=()
+[ "$device" = cuda ] && cpp_extra=(--deterministic off)
 # Both sides get the threads torchrun (and our 02_spawn) would give them: one per rank when
 # several ranks share the host, unless OMP_NUM_THREADS is set (Note [BLAS threads]).
 cores=$(nproc --all)
@@ -35,7 +47,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
 rate() { sed -n 's/.*throughput: \([0-9.]*\) samples\/s.*/\1/p' | tail -n 1; }
 echo "05_ddp (C++) vs torch.nn.parallel.DistributedDataParallel (Python), $flavour flavour,"
 if [ "$device" = cuda ]; then
-  echo "world size $world on $world GPU(s), NCCL, $steps steps of $batch images per rank"
+  echo "world size $world on $world GPU(s), NCCL, $steps steps of $batch images per rank, 05_ddp --deterministic off"
   printf "%-6s %14s %16s %8s %16s %8s\n" model "C++ samples/s" "Py copy" ratio "Py resident" ratio
 else
   echo "world size $world, $steps steps of $batch images per rank, Gloo on 127.0.0.1, $cores cores, OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset}"
@@ -48,8 +60,8 @@ for model in $models; do
   cpp_runs=""
   declare -A py_all=()
   for ((k = 0; k < repeats; k++)); do
-    cpp_runs+="$("$root/build-$flavour/05_ddp" --nproc-per-node "$world" --model "$model" --max-steps "$steps" \
-          --batch-size "$batch" --log-every 100 --data-dir "$data_dir" --reset --out "$out/$model" 2>&1 | rate)"$'\n'
+    cpp_runs+="$("$build/05_ddp" --nproc-per-node "$world" --model "$model" --max-steps "$steps" \
+          --batch-size "$batch" --log-every 100 --data-dir "$data_dir" --reset --out "$out/$model" "${cpp_extra[@]}" 2>&1 | rate)"$'\n'
     for data in $py_runs; do
       py_all[$data]+="$("$python" "$root/bench/python_ddp.py" --model "$model" --world-size "$world" --steps "$steps" \
             --batch-size "$batch" --device "$device" --data "$data" --data-dir "$data_dir" 2>&1 | rate)"$'\n'

@@ -46,10 +46,12 @@ void check_can_start(const RankInfo& info) {
                      " (torch::cuda::is_available() is false): use --backend gloo");
   }
   const int gpus = static_cast<int>(torch::cuda::device_count());
-  if (info.local_rank.value >= gpus) {
-    throw UsageError("local rank " + std::to_string(info.local_rank.value) + " needs GPU " +
-                     std::to_string(info.local_rank.value) + " but host " + info.host + " has " + std::to_string(gpus) +
-                     ": start at most one rank per GPU (NCCL refuses two ranks on one GPU)");
+  if (info.gpu_slot() >= gpus) {
+    const std::string who = info.simulated_nodes > 1 ? "rank " + std::to_string(info.rank.value) + " (of " +
+                                                           std::to_string(info.simulated_nodes) + " simulated nodes on this host)"
+                                                     : "local rank " + std::to_string(info.local_rank.value);
+    throw UsageError(who + " needs GPU " + std::to_string(info.gpu_slot()) + " but host " + info.host + " has " +
+                     std::to_string(gpus) + ": start at most one rank per GPU (NCCL refuses two ranks on one GPU)");
   }
 }
 
@@ -93,7 +95,7 @@ void Group::destroy() noexcept {
 }
 
 torch::Device device_for(const RankInfo& info) {
-  if (info.backend.value == "nccl") return torch::Device(torch::kCUDA, info.local_rank.value);
+  if (info.backend.value == "nccl") return torch::Device(torch::kCUDA, info.gpu_slot());
   return torch::Device(torch::kCPU);
 }
 

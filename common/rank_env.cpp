@@ -94,7 +94,7 @@ std::chrono::milliseconds RankInfo::timeout() const {
 
 bool steers_rank_resolution(const std::string& name) {
   for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
-                        "GLOO_SOCKET_IFNAME"}) {
+                        "GLOO_SOCKET_IFNAME", "DDP_SIMULATED_NODES"}) {
     if (name == v) return true;
   }
   return name.rfind("SLURM_", 0) == 0 || name.rfind("TORCHELASTIC_", 0) == 0;
@@ -118,9 +118,10 @@ GpuCount gpu_count_from(const EnvLookup& env, const std::function<int()>& real_c
 }
 
 void choose_default_backend(RankInfo& r, const GpuCount& gpus) {
-  const int n = gpus.count, local = r.local_world_size.value;
+  const int n = gpus.count, local = r.ranks_on_host();
   const std::string seen = std::to_string(n) + (n == 1 ? " GPU " : " GPUs ") + gpus.source;
-  const std::string ranks = std::to_string(local) + " local rank" + (local == 1 ? "" : "s");
+  const std::string ranks = std::to_string(local) + " local rank" + (local == 1 ? "" : "s") +
+                            (r.simulated_nodes > 1 ? " (" + std::to_string(r.simulated_nodes) + " simulated nodes)" : "");
   r.backend_note.clear();
   if (n > 0 && n >= local) {
     r.backend = {"nccl", "default: " + seen + " for " + ranks + ", one GPU each"};
@@ -194,6 +195,11 @@ RankInfo resolve_rank_info(const CommonFlags& f, const EnvLookup& env, const Gpu
     }
   }
 
+  if (auto sim = env_int(env, {"DDP_SIMULATED_NODES"})) {
+    if (sim->value < 1) throw UsageError("environment variable DDP_SIMULATED_NODES=" + std::to_string(sim->value) + " must be 1 or more");
+    r.simulated_nodes = sim->value;
+  }
+
   check_slurm_task(r, env);
   if (auto job = env("SLURM_JOB_ID")) {  // for --explain-env: the job as Slurm described it
     r.slurm = "job " + *job + ", restart " + env("SLURM_RESTART_COUNT").value_or("0") + ", step " +
@@ -264,6 +270,7 @@ std::string explain(const RankInfo& r) {
   row("local_rank      ", r.local_rank);
   row("local_world_size", r.local_world_size);
   row("node_rank       ", r.node_rank);
+  if (r.simulated_nodes > 1) os << "  simulated_nodes  = " << r.simulated_nodes << "   <- env DDP_SIMULATED_NODES (they share this host's GPUs)\n";
   row("master_addr     ", r.master_addr);
   row("master_port     ", r.master_port);
   os << "  external_store   = " << (r.external_store.value ? "yes" : "no") << "   <- " << r.external_store.source << "\n";

@@ -33,6 +33,17 @@ struct RankInfo {
   // ranks): the one log line that says why. See Note [Choosing the backend].
   std::string backend_note;
   std::string slurm;  // the Slurm job as its variables describe it (job id, restart, nodes), or ""
+  // Nodes simulated on this one host (02_spawn --nnodes N tells its workers: env
+  // DDP_SIMULATED_NODES): their ranks share the host's GPUs, which real nodes never do.
+  int simulated_nodes = 1;
+
+  // Which of this host's GPUs the rank takes: its local rank; with simulated nodes, its place
+  // among all the host's ranks (node after node).
+  int gpu_slot() const {
+    return simulated_nodes > 1 ? node_rank.value * local_world_size.value + local_rank.value : local_rank.value;
+  }
+  // How many ranks run on this host, all nodes simulated on it included.
+  int ranks_on_host() const { return local_world_size.value * simulated_nodes; }
 
   std::chrono::milliseconds timeout() const;
   bool file_init() const { return init.value.rfind("file://", 0) == 0; }
@@ -65,8 +76,9 @@ GpuCount gpu_count_from(const EnvLookup& env, const std::function<int()>& real_c
 // Note [Choosing the backend]
 // NCCL runs collectives on GPUs and wants one GPU per rank (it refuses two ranks on one GPU);
 // Gloo runs anywhere, on the CPU. Without --backend a rank takes NCCL only when every local
-// rank of its host gets a GPU of its own (GPUs >= local world size); otherwise Gloo on the
-// CPU, so that `--nproc-per-node 2` on a laptop with one GPU trains instead of being refused.
+// rank of its host gets a GPU of its own (GPUs >= local world size; with nodes simulated on one
+// host, >= all of its ranks); otherwise Gloo on the CPU, so that `--nproc-per-node 2` on a
+// laptop with one GPU trains instead of being refused.
 // PyTorch's examples pick NCCL whenever CUDA is available, and stumble exactly there. The
 // choice is made on each host, so the roll call checks that all ranks made the same one.
 // Sets r.backend (value and the reason as its source) and r.backend_note.

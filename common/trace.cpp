@@ -82,6 +82,12 @@ void Trace::instant(const std::string& name, const char* cat, double t_us, Track
         ",\"pid\":" + std::to_string(rank_) + ",\"tid\":" + std::to_string(track) + ",\"args\":{" + args + "}}");
 }
 
+void Trace::thread_name(Track track, const std::string& name) {
+  if (!on()) return;
+  write("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + std::to_string(rank_) + ",\"tid\":" + std::to_string(track) +
+        ",\"args\":{\"name\":" + quoted(name) + "}}");
+}
+
 void Trace::flush() {
   std::lock_guard<std::mutex> lock(mu_);
   if (file_) std::fflush(file_);

@@ -21,7 +21,8 @@ double wall_us();
 // collectives, which run in the backend's own threads).
 class Trace {
  public:
-  enum Track { kCompute = 0, kComm = 1 };
+  // GPU streams (Note [A GPU's timeline]) are tracks kGpuStreams + the stream's id.
+  enum Track : int { kCompute = 0, kComm = 1, kGpuStreams = 100 };
 
   // Starts writing to `path`; until then (no --trace) every call returns at once.
   void open(const std::string& path, int rank, const std::string& host);
@@ -30,6 +31,8 @@ class Trace {
   void span(const std::string& name, const char* cat, double start_us, double end_us, Track track,
             const std::string& args = "");
   void instant(const std::string& name, const char* cat, double t_us, Track track, const std::string& args = "");
+  // The name a viewer shows for a track.
+  void thread_name(Track track, const std::string& name);
   void flush();
   void close();  // also at exit
   ~Trace() { close(); }

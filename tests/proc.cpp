@@ -83,7 +83,7 @@ std::vector<ProcResult> run_all(const std::vector<ProcSpec>& specs, double deadl
     }
     // The tests are of CPU behaviour unless they say otherwise: on a GPU host the default
     // backend would be NCCL (Note [Choosing the backend]); zero GPUs pins Gloo on the CPU.
-    if (!s.env.count("DDP_GPU_COUNT")) env_strs.push_back("DDP_GPU_COUNT=0");
+    if (!s.env.count("DDP_GPU_COUNT") && !s.real_gpus) env_strs.push_back("DDP_GPU_COUNT=0");
     for (const auto& [k, v] : s.env) env_strs.push_back(k + "=" + v);
     const std::string out = dir + "/" + std::to_string(i) + ".log";
     pid_t pid = ::fork();
@@ -147,6 +147,12 @@ std::vector<ProcResult> run_all(const std::vector<ProcSpec>& specs, double deadl
 }
 
 bool gpu_host() { return ::access("/dev/nvidia0", F_OK) == 0; }
+
+int gpu_count() {
+  int n = 0;
+  while (::access(("/dev/nvidia" + std::to_string(n)).c_str(), F_OK) == 0) ++n;
+  return n;
+}
 
 ProcResult run_one(const ProcSpec& spec, double deadline_s) { return run_all({spec}, deadline_s)[0]; }
 

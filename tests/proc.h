@@ -13,6 +13,7 @@ struct ProcSpec {
   double start_delay_s = 0;                 // started this long after the first process
   int signal = 0;                           // if set: sent to the process ...
   double signal_after_s = 0;                // ... this long after it started
+  bool real_gpus = false;                   // true: the program counts the host's GPUs itself (see run_all)
 };
 
 struct ProcResult {
@@ -26,12 +27,14 @@ struct ProcResult {
 // Starts every process, waits at most `deadline_s` for all of them, SIGKILLs what is left.
 // The environment is the test's own minus every variable that steers rank resolution
 // (RANK, WORLD_SIZE, MASTER_*, LOCAL_*, SLURM_*, TORCHELASTIC_*), plus DDP_GPU_COUNT=0 (CPU
-// behaviour, also on a GPU host) unless spec.env sets it, plus spec.env.
+// behaviour, also on a GPU host) unless spec.env sets it or spec.real_gpus, plus spec.env.
 std::vector<ProcResult> run_all(const std::vector<ProcSpec>& specs, double deadline_s);
 ProcResult run_one(const ProcSpec& spec, double deadline_s);
 
 // True on a host with an NVIDIA GPU (/dev/nvidia0): tests whose expectation depends on it say so.
 bool gpu_host();
+// The NVIDIA GPUs of this host (/dev/nvidia0, /dev/nvidia1, ...).
+int gpu_count();
 // Path of a program built next to the tests.
 std::string bin(const std::string& name);
 // A TCP port that is free right now.

@@ -225,6 +225,32 @@ TEST(RankEnv, ExplainShowsTheSlurmJob) {
 }
 
 // Note [Choosing the backend], for the hosts a learner meets: none, one, two GPUs.
+// 02_spawn --nnodes 2 --nproc-per-node 1 on a one-GPU host: each simulated node has one local
+// rank, but both share the one GPU, and NCCL refuses two ranks on one GPU ("Duplicate GPU
+// detected", seen on an H100 host). The choice counts every rank of the host, and each rank
+// takes its own GPU slot, node after node.
+TEST(RankEnv, SimulatedNodesShareTheHostsGpus) {
+  std::map<std::string, std::string> node1 = {{"RANK", "1"},       {"WORLD_SIZE", "2"},     {"LOCAL_RANK", "0"},
+                                              {"LOCAL_WORLD_SIZE", "1"}, {"GROUP_RANK", "1"}, {"DDP_SIMULATED_NODES", "2"},
+                                              {"DDP_GPU_COUNT", "1"}};
+  RankInfo one = resolve(node1);
+  EXPECT_EQ(one.backend.value, "gloo");
+  EXPECT_EQ(one.backend.source,
+            "default: 1 GPU (env DDP_GPU_COUNT) for 2 local ranks (2 simulated nodes); NCCL needs one GPU per rank");
+  EXPECT_EQ(one.gpu_slot(), 1);
+  EXPECT_EQ(one.ranks_on_host(), 2);
+  node1["DDP_GPU_COUNT"] = "2";
+  RankInfo two = resolve(node1);
+  EXPECT_EQ(two.backend.value, "nccl");
+  EXPECT_EQ(two.gpu_slot(), 1);  // not GPU 0, which rank 0 on simulated node 0 takes
+  node1.erase("DDP_SIMULATED_NODES");  // real nodes: each has its own GPU 0
+  RankInfo real = resolve(node1);
+  EXPECT_EQ(real.gpu_slot(), 0);
+  EXPECT_EQ(real.ranks_on_host(), 1);
+  node1["DDP_SIMULATED_NODES"] = "0";
+  EXPECT_THROW(resolve(node1), ddp::UsageError);
+}
+
 TEST(RankEnv, DefaultBackendIsNcclOnlyWhenEveryLocalRankHasItsOwnGpu) {
   const std::map<std::string, std::string> two_local = {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}};
   auto with_gpus = [&](const std::string& n) {

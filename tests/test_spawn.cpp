@@ -136,7 +136,8 @@ TEST(SpawnFailure, BadPlansAreRefusedWithExit2) {
                                                          {"--world-size", "2", "--fail-rank", "2"},
                                                          {"--fail-mode", "explode"},
                                                          {"--rank", "1"},
-                                                         {"--backend", "nccl", "--world-size", "1"}}) {
+                                                         // more ranks than GPUs: none on a CPU host, one too many on a GPU host
+                                                         {"--backend", "nccl", "--world-size", std::to_string(gpu_count() + 1)}}) {
     auto r = run_one(spawn(args), 20);
     EXPECT_EQ(r.exit_code, 2) << args[0] << "\n" << r.output;
   }
@@ -170,6 +171,12 @@ TEST(Spawn, TheDefaultBackendFollowsTheGpusOfTheHost) {
     EXPECT_NE(r.output.find("was built without NCCL (a CPU build)"), std::string::npos) << r.output;
 #endif
   }
+  // Two nodes simulated on a one-GPU host share that GPU: Gloo, said once per simulated node.
+  ProcSpec two_nodes = spawn({"--nnodes", "2", "--nproc-per-node", "1"});
+  two_nodes.env["DDP_GPU_COUNT"] = "1";
+  auto sim = run_one(two_nodes, 60);
+  EXPECT_EQ(sim.exit_code, 0) << sim.output;
+  EXPECT_EQ(count(sim.output, "for 2 local ranks (2 simulated nodes), and NCCL needs one GPU per rank"), 2) << sim.output;
   // --explain-env shows the choice and its reason.
   ProcSpec explain{{"01_join_group", "--explain-env"},
                    {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_WORLD_SIZE", "2"}, {"DDP_GPU_COUNT", "2"}}};

@@ -12,6 +12,7 @@
 //   ./build-cpu/05_ddp --nproc-per-node 2 --reset       # start over instead of resuming
 //   ./build-cpu/05_ddp --nproc-per-node 2 --drill-after 10   # rehearse a preemption (chapter 06), then rerun
 //   ./build-cpu/05_ddp --nproc-per-node 2 --trace runs/trace.json   # a timeline for https://ui.perfetto.dev
+//   ./build-cuda/05_ddp --nproc-per-node 1 --trace runs/trace.json  # on a GPU: its kernels too (Kineto)
 //
 // Expected output (scripts/run.sh: --nproc-per-node 2 --max-steps 300 --log-every 100; trimmed):
 //   [rank 0/2] compute: cpu, BLAS OpenBLAS (openblas-pthread), 1 intra-op thread, deterministic

@@ -2,6 +2,7 @@
 #include "05_ddp/sgd.h"
 
 #include <algorithm>
+#include <sstream>
 #include <string>
 #include <type_traits>
 
@@ -13,7 +14,9 @@ namespace {
 template <class Key>
 Key state_key(const torch::Tensor& p) {
   if constexpr (std::is_same_v<Key, std::string>) {
-    return c10::guts::to_string(p.unsafeGetTensorImpl());
+    std::ostringstream key;  // what 1.13's c10::guts::to_string does
+    key << p.unsafeGetTensorImpl();
+    return key.str();
   } else {
     return p.unsafeGetTensorImpl();
   }

@@ -4,6 +4,7 @@ times itself: samples/s of all ranks from the end of the first step to the end o
   python3 bench/python_ddp.py --model mlp --world-size 2 --steps 200
 """
 import argparse
+import itertools
 import os
 import socket
 import sys
@@ -21,19 +22,24 @@ from trainer_reference import Cnn, Mlp, learning_rate, load_split  # noqa: E402 
 
 
 def batches(a, rank, images, labels, device):
-    """This rank's batches: a DataLoader on the CPU (copied to the GPU batch by batch with
-    --data copy), or, with --data resident, the dataset on the GPU and batches picked there."""
+    """This rank's batches, epoch after epoch (set_epoch reshuffles, as 05_ddp's sampler): a
+    DataLoader on the CPU (copied to the GPU batch by batch with --data copy), or, with --data
+    resident, the dataset on the GPU and batches picked there."""
     data = TensorDataset(images, labels)
     sampler = DistributedSampler(data, shuffle=True, seed=0)
-    if device.type == "cuda" and a.data == "resident":
+    resident = device.type == "cuda" and a.data == "resident"
+    if resident:
         images, labels = images.to(device), labels.to(device)
-        order = torch.tensor(list(sampler), device=device)
-        for k in range(0, len(order), a.batch_size):
-            sel = order[k:k + a.batch_size]
-            yield images.index_select(0, sel), labels.index_select(0, sel)
-        return
-    for x, y in DataLoader(data, batch_size=a.batch_size, sampler=sampler, pin_memory=device.type == "cuda"):
-        yield x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+    for epoch in itertools.count():
+        sampler.set_epoch(epoch)
+        if resident:
+            order = torch.tensor(list(sampler), device=device)
+            for k in range(0, len(order), a.batch_size):
+                sel = order[k:k + a.batch_size]
+                yield images.index_select(0, sel), labels.index_select(0, sel)
+            continue
+        for x, y in DataLoader(data, batch_size=a.batch_size, sampler=sampler, pin_memory=device.type == "cuda"):
+            yield x.to(device, non_blocking=True), y.to(device, non_blocking=True)
 
 
 def worker(rank, a, port, result):

@@ -37,8 +37,9 @@ gpus=0
 if [ "$gpus" -ge "$world" ] && [ "$gpus" -gt 0 ]; then device=cuda; py_runs="copy resident"; else device=cpu; py_runs=copy; fi
 # Like for like: PyTorch's Python DDP runs without deterministic algorithms, so on a GPU 05_ddp
 # does too (its default is on: Note [Reproducible GPU runs]; 05_ddp/README.md says what it costs).
-cpp_extra=()
-[ "$device" = cuda ] && cpp_extra=(--deterministic off)
+# Enough epochs for every step (05_ddp stops after --epochs, 3 by default; Python runs on).
+cpp_extra=(--epochs $(( steps * batch * world / 60000 + 1 )))
+[ "$device" = cuda ] && cpp_extra+=(--deterministic off)
 # Both sides get the threads torchrun (and our 02_spawn) would give them: one per rank when
 # several ranks share the host, unless OMP_NUM_THREADS is set (Note [BLAS threads]).
 cores=$(nproc --all)
@@ -55,7 +56,7 @@ else
 fi
 # Each side runs $repeats times, alternating, and the median counts: on 2 shared cores one run
 # of the same command spread by 25 % (bench/README.md).
-median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+median() { sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 for model in $models; do
   cpp_runs=""
   declare -A py_all=()

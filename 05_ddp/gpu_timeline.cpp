@@ -19,15 +19,7 @@
 #endif
 
 namespace ddp {
-
-#ifdef DDP_GPU_TIMELINE
 namespace {
-
-namespace prof = torch::autograd::profiler;
-namespace impl = torch::profiler::impl;
-
-constexpr const char* kClockMark = "ddp::clock";
-double g_mark_wall_us = 0;  // wall_us() when the clock mark was recorded
 
 // The union of [start, end) intervals, sorted.
 std::vector<std::pair<double, double>> merged(std::vector<std::pair<double, double>> v) {
@@ -52,13 +44,29 @@ double covered(const std::vector<std::pair<double, double>>& u, double s, double
   return sum;
 }
 
-// The gradient buckets' all-reduce: a float sum (NCCL names it ncclDevKernel_AllReduce_Sum_f32_...,
-// older versions ncclKernel_AllReduce_..._Sum_float). The stop vote (int max), the validation
-// sums (double) and the first broadcast are other kernels.
+}  // namespace
+
 bool is_gradient_allreduce(const std::string& name) {
   return name.find("AllReduce") != std::string::npos && name.find("Sum") != std::string::npos &&
          (name.find("f32") != std::string::npos || name.find("float") != std::string::npos);
 }
+
+double overlapped_us(const std::vector<std::pair<double, double>>& comm,
+                     std::vector<std::pair<double, double>> compute) {
+  const auto busy = merged(std::move(compute));
+  double sum = 0;
+  for (const auto& [s, e] : comm) sum += covered(busy, s, e);
+  return sum;
+}
+
+#ifdef DDP_GPU_TIMELINE
+namespace {
+
+namespace prof = torch::autograd::profiler;
+namespace impl = torch::profiler::impl;
+
+constexpr const char* kClockMark = "ddp::clock";
+double g_mark_wall_us = 0;  // wall_us() when the clock mark was recorded
 
 }  // namespace
 
@@ -117,12 +125,8 @@ GpuTimeline::Overlap GpuTimeline::stop() {
   for (const auto& [stream, _] : streams) {
     trace().thread_name(static_cast<Trace::Track>(Trace::kGpuStreams + stream), "GPU stream " + std::to_string(stream));
   }
-  const auto busy = merged(compute);
-  for (const auto& [s, e] : comm) {
-    ++o.kernels;
-    o.comm_us += e - s;
-    o.hidden_us += covered(busy, s, e);
-  }
+  for (const auto& [s, e] : comm) ++o.kernels, o.comm_us += e - s;
+  o.hidden_us = overlapped_us(comm, std::move(compute));
   return o;
 }
 

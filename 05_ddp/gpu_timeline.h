@@ -3,6 +3,10 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace ddp {
 
 // Note [A GPU's timeline]
@@ -39,5 +43,14 @@ class GpuTimeline {
  private:
   bool on_ = false;
 };
+
+// The parts of GpuTimeline that need no GPU (tested on any host):
+// the time of the `comm` intervals [start, end) during which some `compute` interval ran too.
+double overlapped_us(const std::vector<std::pair<double, double>>& comm,
+                     std::vector<std::pair<double, double>> compute);
+// Whether a kernel is a gradient bucket's all-reduce: a float sum (NCCL 2.2x names it
+// ncclDevKernel_AllReduce_Sum_f32_..., older versions ncclKernel_AllReduce_..._Sum_float). The
+// stop vote (an int max), validation's sums (double) and the first broadcast are not.
+bool is_gradient_allreduce(const std::string& kernel_name);
 
 }  // namespace ddp

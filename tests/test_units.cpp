@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "05_ddp/ddp.h"
+#include "05_ddp/gpu_timeline.h"
 #include "05_ddp/sgd.h"
 #include "common/checkpoint.h"
 #include "common/errors.h"
@@ -312,6 +313,23 @@ TEST(ForeachSgd, StepsBitIdenticallyToLibTorchsSgd) {
     ours.step();
     for (size_t k = 0; k < a.size(); ++k) EXPECT_TRUE(torch::equal(a[k], b[k])) << "after reload, param " << k;
   }
+}
+
+// Note [A GPU's timeline]: the overlap share from GPU time, without a GPU. All-reduce kernels
+// [0,10) and [20,30) µs; compute kernels [5,25) and [8,12) (overlapping each other): 5 µs of
+// each all-reduce ran beside compute.
+TEST(GpuTimeline, OverlapCountsAllReduceTimeWithComputeBesideIt) {
+  EXPECT_DOUBLE_EQ(ddp::overlapped_us({{0, 10}, {20, 30}}, {{8, 12}, {5, 25}}), 10.0);
+  EXPECT_DOUBLE_EQ(ddp::overlapped_us({{0, 10}}, {}), 0.0);
+  EXPECT_DOUBLE_EQ(ddp::overlapped_us({{0, 10}}, {{10, 20}}), 0.0);   // back to back: nothing hidden
+  EXPECT_DOUBLE_EQ(ddp::overlapped_us({{2, 4}}, {{0, 3}, {3, 9}}), 2.0);  // covered by two in a row
+  // Only the gradient buckets' float sums count, in NCCL's names old and new (the stop vote is
+  // an int max, validation sums doubles).
+  EXPECT_TRUE(ddp::is_gradient_allreduce("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"));
+  EXPECT_TRUE(ddp::is_gradient_allreduce("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"));
+  EXPECT_FALSE(ddp::is_gradient_allreduce("ncclDevKernel_AllReduce_Max_i32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"));
+  EXPECT_FALSE(ddp::is_gradient_allreduce("ncclDevKernel_AllReduce_Sum_f64_RING_LL(ncclDevKernelArgsStorage<4096ul>)"));
+  EXPECT_FALSE(ddp::is_gradient_allreduce("ncclDevKernel_Broadcast_RING_LL(ncclDevKernelArgsStorage<4096ul>)"));
 }
 
 TEST(Checkpoint, KeepsTheLastKAndLeavesNoTemporaryFiles) {

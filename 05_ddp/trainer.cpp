@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include <chrono>
+#include <set>
 #include <thread>
 
 #include <c10/core/Event.h>
@@ -62,6 +63,47 @@ std::unique_ptr<torch::optim::Optimizer> make_trainer_optimizer(const std::vecto
   return std::make_unique<ForeachSgd>(params, torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
 }
 
+namespace {
+
+// What a checkpoint says about the run that wrote it (Note [Never lose a run]).
+std::string optimizer_kind(const torch::optim::Optimizer& opt) {
+  if (dynamic_cast<const torch::optim::AdamW*>(&opt)) return "adamw";
+  if (dynamic_cast<const torch::optim::SGD*>(&opt)) return "sgd";
+  return "unknown";
+}
+
+std::string shape(const torch::Tensor& t) {
+  std::string s = "[";
+  for (int64_t k = 0; k < t.dim(); ++k) s += (k ? ", " : "") + std::to_string(t.size(k));
+  return s + "]";
+}
+
+// Throws (with the first difference) when the checkpoint `a` was written by another run: its
+// model class, optimizer, parameter names or shapes differ from this run's.
+void check_same_run(torch::serialize::InputArchive& a, torch::nn::Module& model, const torch::optim::Optimizer& opt) {
+  c10::IValue v;
+  if (a.try_read("run.model", v) && v.toStringRef() != model.name()) {
+    throw UsageError("it holds a " + v.toStringRef() + ", this run builds a " + model.name() + " (--model)");
+  }
+  if (a.try_read("run.optimizer", v) && v.toStringRef() != optimizer_kind(opt)) {
+    throw UsageError("it was trained with --optimizer " + v.toStringRef() + ", this run uses " + optimizer_kind(opt));
+  }
+  std::set<std::string> ours;
+  for (auto& p : model.named_parameters()) {
+    ours.insert("model." + p.key());
+    torch::Tensor t;
+    if (!a.try_read("model." + p.key(), t)) throw UsageError("it has no parameter " + p.key() + " (another --model?)");
+    if (!t.sizes().equals(p.value().sizes())) {
+      throw UsageError("parameter " + p.key() + " is " + shape(t) + " there and " + shape(p.value()) + " here");
+    }
+  }
+  for (const auto& key : a.keys()) {
+    if (key.rfind("model.", 0) == 0 && !ours.count(key)) throw UsageError("it has a parameter " + key.substr(6) + " that this model lacks");
+  }
+}
+
+}  // namespace
+
 int64_t count_parameters(const std::vector<torch::Tensor>& params) {
   int64_t n = 0;
   for (const auto& p : params) n += p.numel();
@@ -77,6 +119,8 @@ void checkpoint(const std::string& dir, int64_t step, const SamplerState& sample
       torch::serialize::OutputArchive optimizer_state;
       opt.save(optimizer_state);
       a.write("optimizer", optimizer_state);
+      a.write("run.model", c10::IValue(model.name()));  // Note [Never lose a run]
+      a.write("run.optimizer", c10::IValue(optimizer_kind(opt)));
       a.write("step", torch::tensor(static_cast<int64_t>(step)));
       a.write("epoch", torch::tensor(static_cast<int64_t>(step / sampler.steps_per_epoch)));
       a.write("sampler.seed", torch::tensor(static_cast<int64_t>(sampler.seed)));
@@ -97,7 +141,11 @@ int64_t resume(const std::string& dir, const torch::Device& device, const std::o
                torch::nn::Module& model, torch::optim::Optimizer& opt, DistributedDataParallel& ddp, Group& group) {
   SamplerState saved;
   std::optional<std::vector<std::vector<size_t>>> buckets;
+  if (group.rank() == 0) {  // rank 0 writes the checkpoints: a dead writer's leftovers are its own
+    for (const auto& f : remove_stale_temporaries(dir)) log("removed " + f + ": left by a writer that died before its rename");
+  }
   auto loaded = load_latest_checkpoint(dir, device, [&](torch::serialize::InputArchive& a) {
+    check_same_run(a, model, opt);  // an intact checkpoint of another run is refused, never skipped
     torch::NoGradGuard no_grad;
     // A fresh tensor per read: read() into a defined tensor re-points that tensor instead.
     auto read = [&](const std::string& key, bool is_buffer = false) {
@@ -146,6 +194,7 @@ void remove_checkpoints(const std::string& dir, Group& group) {
   if (group.rank() == 0) {
     const std::vector<std::string> old = list_checkpoints(dir);
     for (const auto& path : old) std::remove(path.c_str());
+    for (const auto& f : remove_stale_temporaries(dir)) log("removed " + f + ": left by a writer that died before its rename");
     if (!old.empty()) log("--reset: removed " + std::to_string(old.size()) + " checkpoint(s) of an earlier run from " + dir);
   }
   group.pg->barrier()->wait();

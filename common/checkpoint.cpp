@@ -2,6 +2,7 @@
 #include "common/checkpoint.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include "common/errors.h"
 #include "common/failure.h"
 #include "common/log.h"
+#include "common/net.h"
 
 namespace ddp {
 namespace {
@@ -84,6 +86,30 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
   return names;
 }
 
+std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
+  std::vector<std::string> removed;
+  const std::string here = hostname();
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return removed;
+  while (dirent* e = ::readdir(d)) {
+    // .ckpt-<step>.pt.tmp.<host>.<pid>; before the host was added: .ckpt-<step>.pt.tmp.<pid>
+    const std::string n = e->d_name;
+    const auto at = n.find(".pt.tmp.");
+    if (n.rfind(".ckpt-", 0) != 0 || at == std::string::npos) continue;
+    const std::string tail = n.substr(at + 8);
+    const auto dot = tail.rfind('.');
+    const std::string host = dot == std::string::npos ? here : tail.substr(0, dot);
+    const std::string pid_text = dot == std::string::npos ? tail : tail.substr(dot + 1);
+    if (host != here || pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+    if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to ask): keep
+    const std::string path = dir + "/" + n;
+    if (::unlink(path.c_str()) == 0) removed.push_back(path);
+  }
+  ::closedir(d);
+  return removed;
+}
+
 std::string save_checkpoint(const std::string& dir, int64_t step, int keep,
                             const std::function<void(torch::serialize::OutputArchive&)>& fill) {
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
@@ -99,7 +125,9 @@ std::string save_checkpoint(const std::string& dir, int64_t step, int keep,
       static_cast<uint32_t>(::crc32(0, reinterpret_cast<const Bytef*>(payload.data()), static_cast<uInt>(length)));
 
   const std::string path = dir + "/" + name_for(step);
-  const std::string tmp = dir + "/." + name_for(step) + ".tmp." + std::to_string(::getpid());
+  // The writer's host and pid in the name: a file left by a dead writer can be told from a live
+  // one's (remove_stale_temporaries).
+  const std::string tmp = dir + "/." + name_for(step) + ".tmp." + hostname() + "." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) throw std::runtime_error("cannot create " + tmp + ": " + std::strerror(errno));
   try {
@@ -130,18 +158,20 @@ std::optional<LoadedCheckpoint> load_latest_checkpoint(const std::string& dir, c
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     std::string why;
     const std::string payload = read_payload(*it, why);
-    if (why.empty()) {
+    if (why.empty()) {  // intact: it is this run's, or it is refused (Note [Never lose a run])
       try {
         torch::serialize::InputArchive archive;
         archive.load_from(payload.data(), payload.size(), device);  // straight onto this rank's device
         restore(archive);
-        LoadedCheckpoint c;
-        c.path = *it;
-        c.step = std::stoll(it->substr(it->rfind("ckpt-") + 5, 9));
-        return c;
       } catch (const std::exception& e) {
-        why = "unreadable: " + short_what(e);
+        throw UsageError("refusing to resume from " + *it + ": it is intact but not this run's: " + short_what(e) +
+                         ". Nothing in " + dir + " was changed: resume with the settings it was written with, start "
+                         "over with --reset (deletes its checkpoints), or use another --out");
       }
+      LoadedCheckpoint c;
+      c.path = *it;
+      c.step = std::stoll(it->substr(it->rfind("ckpt-") + 5, 9));
+      return c;
     }
     log("refusing checkpoint " + *it + ": " + why + "; trying the one before it");
   }

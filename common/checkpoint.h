@@ -16,6 +16,16 @@ namespace ddp {
 // survives a crash of the machine. A reader thus sees a complete old checkpoint or a complete
 // new one, never half of one. The file carries its length and a CRC-32, so a checkpoint damaged
 // afterwards (a full disk, a copy cut short) is refused instead of loaded as garbage.
+//
+// Note [Never lose a run]
+// Only a damaged file (bad header, truncated, CRC mismatch) is skipped for the one before it.
+// An intact checkpoint that this run cannot load (another --model, another optimizer, other
+// parameter shapes) is not damaged: it belongs to another run. Skipping it as "unreadable"
+// once trained a fresh MLP over a CNN's run folder, exit 0, and its saves, keeping the last K,
+// deleted the CNN's checkpoints one by one. So it is refused (UsageError, exit 2), naming the
+// difference and the ways out, before anything is written. The temporary file of a writer
+// that died between write and rename stays behind; the next start removes it when the writer
+// ran on this host and is gone (a live writer's file stays).
 
 // Writes ckpt-<step>.pt in `dir` (created if missing) with what `fill` puts into the archive,
 // then deletes all but the newest `keep` checkpoints. Returns the path.
@@ -27,13 +37,18 @@ struct LoadedCheckpoint {
   std::string path;
 };
 
-// Tries the checkpoints in `dir` newest first: the first whose envelope checks and which
-// `restore` accepts wins. Each refused one is logged with the reason. Tensors load onto
-// `device` (each rank's own). Nothing usable: std::nullopt.
+// Tries the checkpoints in `dir` newest first: a damaged one is logged and skipped; the first
+// intact one is handed to `restore`. If `restore` throws, the checkpoint is intact but not
+// this run's: UsageError naming the file, the reason and the ways out (Note [Never lose a
+// run]). Tensors load onto `device` (each rank's own). No intact checkpoint: std::nullopt.
 std::optional<LoadedCheckpoint> load_latest_checkpoint(const std::string& dir, const torch::Device& device,
                                                        const std::function<void(torch::serialize::InputArchive&)>& restore);
 
 // The checkpoint files in `dir`, oldest first.
 std::vector<std::string> list_checkpoints(const std::string& dir);
+
+// Removes the temporary files (.ckpt-<step>.pt.tmp.<host>.<pid>) that writers on this host left
+// when they died; another host's, or a live writer's, stay. Returns the paths removed.
+std::vector<std::string> remove_stale_temporaries(const std::string& dir);
 
 }  // namespace ddp

@@ -2,8 +2,10 @@
 // distributed validation, checkpoints and data refused when damaged, TensorBoard's own reader,
 // the launchers (own spawner, separate shells, torchrun), and the accuracy target.
 #include <gtest/gtest.h>
+#include <dirent.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -52,6 +54,19 @@ double json_number(const std::string& line, const std::string& key) {
   std::smatch m;
   if (!std::regex_search(line, m, std::regex("\"" + key + "\": ([-0-9.eE+]+)"))) return NAN;
   return std::stod(m[1]);
+}
+
+// The names in a folder, sorted.
+std::vector<std::string> list_dir(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") names.push_back(e->d_name);
+    }
+    ::closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 void expect_ok(const ProcResult& r) {
@@ -127,6 +142,47 @@ TEST(Trainer, KilledAndResumedEndsBitIdenticalToAnUninterruptedRun) {
       << resumed.output;
   EXPECT_EQ(fingerprint(resumed), fingerprint(whole));
   std::system(("rm -rf " + a + " " + b).c_str());
+}
+
+// Note [Never lose a run]: a run folder of a CNN resumed with another --model or --optimizer
+// (a forgotten flag) is refused with exit 2 and every checkpoint stays as it was; the right
+// flags resume it, and a dead writer's temporary file is removed then.
+TEST(Trainer, ACheckpointOfAnotherRunIsRefusedAndKeptIntact) {
+  const std::string out = temp_dir();
+  const std::vector<std::string> cnn = {"--model", "cnn", "--ckpt-every", "5", "--keep", "3"};
+  auto first = trainer(2, plus(small_run(out), plus(cnn, {"--max-steps", "15"})));
+  expect_ok(first);
+  const std::vector<std::string> files = {out + "/checkpoints/ckpt-000000005.pt", out + "/checkpoints/ckpt-000000010.pt",
+                                          out + "/checkpoints/ckpt-000000015.pt"};
+  std::vector<std::string> before;
+  for (const auto& f : files) before.push_back(read_text(f));
+  for (const auto& f : before) ASSERT_FALSE(f.empty());
+  struct Wrong {
+    std::vector<std::string> flags;
+    std::string says;
+  };
+  for (const Wrong& w : {Wrong{{"--max-steps", "30"}, "this run builds a ddp::MlpImpl (--model)"},
+                         Wrong{{"--model", "cnn", "--optimizer", "adamw", "--max-steps", "30"},
+                               "it was trained with --optimizer sgd, this run uses adamw"}}) {
+    auto r = trainer(2, plus(small_run(out), w.flags));
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("refusing to resume from " + files[2] + ": it is intact but not this run's"), std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find(w.says), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("--reset"), std::string::npos) << r.output;
+    EXPECT_EQ(list_dir(out + "/checkpoints"), (std::vector<std::string>{"ckpt-000000005.pt", "ckpt-000000010.pt",
+                                                                        "ckpt-000000015.pt"}));
+    for (size_t k = 0; k < files.size(); ++k) EXPECT_EQ(read_text(files[k]), before[k]) << files[k];
+  }
+  // A writer killed between write and rename (pid 2^22 + 1 is above any Linux pid_max default).
+  const std::string stale = out + "/checkpoints/.ckpt-000000020.pt.tmp.4194305";
+  std::ofstream(stale) << "half a checkpoint";
+  auto resumed = trainer(2, plus(small_run(out), plus(cnn, {"--max-steps", "20"})));
+  expect_ok(resumed);
+  EXPECT_NE(resumed.output.find("resumed from " + files[2] + " at step 15"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("removed " + stale), std::string::npos) << resumed.output;
+  EXPECT_NE(::access(stale.c_str(), F_OK), 0);
+  std::system(("rm -rf " + out).c_str());
 }
 
 TEST(Trainer, ResetStartsOverInsteadOfResuming) {

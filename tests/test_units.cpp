@@ -2,9 +2,11 @@
 // plan, the DDP class's bookkeeping, checkpoints, the IDX reader and the TensorBoard CRC.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -17,6 +19,7 @@
 #include "common/checkpoint.h"
 #include "common/errors.h"
 #include "common/fashion_mnist.h"
+#include "common/net.h"
 #include "common/process_group.h"
 #include "common/sampler.h"
 #include "common/tensorboard.h"
@@ -343,6 +346,27 @@ TEST(Checkpoint, KeepsTheLastKAndLeavesNoTemporaryFiles) {
   EXPECT_NE(files[1].find("ckpt-000000040.pt"), std::string::npos);
   EXPECT_EQ(std::system(("test -z \"$(ls -A " + dir + " | grep -v '^ckpt-')\"").c_str()), 0) << "temporary files left";
   std::system(("rm -rf " + base).c_str());
+}
+
+// Note [Never lose a run]: a writer that died between write and rename left its temporary
+// file; the next start removes it, and only it: a live writer's file and another host's stay.
+TEST(Checkpoint, StaleTemporariesOfDeadWritersAreRemovedOthersKept) {
+  const std::string dir = temp_dir();
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);  // a pid that is gone
+  const std::string host = ddp::hostname(), dead = std::to_string(child), live = std::to_string(::getpid());
+  const std::vector<std::string> gone = {".ckpt-000000005.pt.tmp." + host + "." + dead,
+                                         ".ckpt-000000006.pt.tmp." + dead};  // the name before the host was in it
+  const std::vector<std::string> kept = {".ckpt-000000007.pt.tmp." + host + "." + live,  // a live writer
+                                         ".ckpt-000000008.pt.tmp.some-other-host." + dead, "ckpt-000000004.pt"};
+  for (const auto& n : gone) write_file(dir + "/" + n, "x");
+  for (const auto& n : kept) write_file(dir + "/" + n, "x");
+  auto removed = ddp::remove_stale_temporaries(dir);
+  std::sort(removed.begin(), removed.end());
+  EXPECT_EQ(removed, (std::vector<std::string>{dir + "/" + gone[0], dir + "/" + gone[1]}));
+  for (const auto& n : kept) EXPECT_EQ(::access((dir + "/" + n).c_str(), F_OK), 0) << n;
+  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST(Checkpoint, ACorruptOrTruncatedNewestIsRefusedAndThePreviousUsed) {

@@ -23,9 +23,12 @@ namespace ddp {
 //
 // Note [Rebuilding the buckets]
 // The layer order is only a guess of the order in which gradients become ready (a layer used
-// twice, or defined out of order, breaks it). After the first iteration DDP knows the real
-// order: it rebuilds the buckets in that order, once, with the small bucket now the first to
-// be ready.
+// twice, or defined out of order, breaks it). So PyTorch does not guess: the first iteration
+// uses one bucket holding every parameter, in definition order (distributed.py's
+// bucket_size_limits = [sys.maxsize], unless find_unused_parameters or static_graph is set),
+// and that bucket is complete only when backward is: the first iteration has no overlap.
+// After it DDP knows the real order: it rebuilds the buckets in that order, once, with the
+// 1 MiB first bucket and then the cap, the small bucket now the first to be ready.
 // The layout decides more than speed: with more than two ranks, Gloo's ring all-reduce adds
 // up each element in an order set by where it sits in its bucket, so another layout rounds
 // differently (two ranks only ever compute a + b, which is b + a exactly). A run resumed from a
@@ -89,8 +92,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
     for (auto& t : state) t.copy_(flat[0].narrow(0, at, t.numel()).view_as(t)), at += t.numel();
   }
 
-  // 2. Buckets, first guess: the parameters in definition order, cut at 1 MiB, then at the
-  //    cap; reversed so that the last layers, whose gradients come first, are bucket 0.
+  // 2. The first iteration's bucket: every parameter, in definition order (Note [Rebuilding
+  //    the buckets]); the 1 MiB first bucket and the cap apply from the rebuild.
   for (auto& item : module_->named_parameters()) {
     if (!item.value().requires_grad()) continue;
     params_.push_back(item.value());
@@ -98,9 +101,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   }
   std::vector<size_t> order(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) order[i] = i, bytes_.push_back(params_[i].numel() * params_[i].element_size());
-  auto assignment = assign_buckets(order, bytes_, kFirstBucketBytes, cap_bytes_);
-  std::reverse(assignment.begin(), assignment.end());
-  build_buckets(assignment);
+  build_buckets(assign_buckets(order, bytes_, SIZE_MAX, SIZE_MAX));
 
   // 3. A hook on each parameter's gradient accumulator, as in chapter 04.
   for (size_t i = 0; i < params_.size(); ++i) {

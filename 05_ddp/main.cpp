@@ -17,7 +17,7 @@
 // Expected output (scripts/run.sh: --nproc-per-node 2 --max-steps 300 --log-every 100; trimmed):
 //   [rank 0/2] compute: cpu, BLAS OpenBLAS (openblas-pthread), 1 intra-op thread, deterministic
 //   [rank 0/2] data: 60000 train / 10000 test images from /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
-//   [rank 0/2] model mlp: 535818 parameters in 2 bucket(s), all-reduced while backward runs
+//   [rank 0/2] model mlp: 535818 parameters, all-reduced in buckets while backward runs (the first iteration in one)
 //   [rank 0/2] epoch 1/3 [##........] step 100/300 loss 1.0969 lr 0.05 14038 samples/s ETA 0:01
 //   [rank 0/2] epoch 1/3 [######....] step 300/300 loss 0.4022 lr 3.084e-06 12320 samples/s ETA 0:00
 //   [rank 0/2] validation after step 300: loss 0.4110, accuracy 85.13% (10000 images)
@@ -153,8 +153,8 @@ int main(int argc, char** argv) {
     ddp::DistributedDataParallel ddp_model(model.module, group, static_cast<size_t>(o.bucket_cap_mb * ddp::kMiB));
     std::unique_ptr<torch::optim::Optimizer> optimizer = ddp::make_trainer_optimizer(params, o);
     ddp::Amp amp(o.amp, device);  // --amp bf16|fp16 on a GPU; see Note [Mixed precision and DDP]
-    ddp::log0("model " + o.model + ": " + std::to_string(ddp::count_parameters(params)) + " parameters in " +
-              std::to_string(ddp_model.bucket_assignment().size()) + " bucket(s), all-reduced while backward runs");
+    ddp::log0("model " + o.model + ": " + std::to_string(ddp::count_parameters(params)) +
+              " parameters, all-reduced in buckets while backward runs (the first iteration in one)");
 
     // 4. Resume from the newest readable checkpoint, unless --reset (see Note [Atomic checkpoints]).
     int64_t step = 0;

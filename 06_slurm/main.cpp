@@ -18,7 +18,7 @@
 // Expected output (--local --nodes 2 --tasks-per-node 2 --time 0:25 --signal USR2@15 -- --max-steps 700; trimmed):
 //   [slurm (local)] simulated Slurm: job 5693 (ddp), 2 node(s) x 2 task(s); trainer output in runs/06_slurm/5693
 //   [slurm (local)] job 5693 running: 4 tasks on 127.0.0.[1-2], tasks per node 2(x2), time limit 0:25, USR2 15 s before it
-//   [rank 0/4] model mlp: 535818 parameters in 2 bucket(s), all-reduced while backward runs
+//   [rank 0/4] model mlp: 535818 parameters, all-reduced in buckets while backward runs (the first iteration in one)
 //   [slurm (local)] job 5693: 15 s before the time limit: sending SIGUSR2 to every task
 //   [rank 0/4] preempted: SIGUSR2 received; stopped after step 312 with its checkpoint written; requeueing Slurm job 5693 (restart 0)
 //   [slurm (local)] job 5693 requeued: starting again in 2s with SLURM_RESTART_COUNT=1

@@ -83,27 +83,29 @@ struct TrainerParity {
   std::string name, model;
   std::vector<std::string> args;  // given to both the C++ trainer and the Python reference
   std::string tolerance = "0";    // "0": bit for bit
+  int world = 2;
+  std::string train_samples = "2048";
 };
 void PrintTo(const TrainerParity& p, std::ostream* os) { *os << p.name; }
 class TrainerMatchesPyTorchDDP : public ::testing::TestWithParam<TrainerParity> {};
 
-TEST_P(TrainerMatchesPyTorchDDP, FinalParametersAtTwoRanks) {
+TEST_P(TrainerMatchesPyTorchDDP, FinalParameters) {
 #ifndef DDP_REFERENCE_PYTHON
   GTEST_SKIP() << "no Python with PyTorch configured (DDP_REFERENCE_PYTHON): scripts/build.sh sets it";
 #else
   const TrainerParity& p = GetParam();
   const std::string dir = temp_dir();
-  const std::vector<std::string> shared = plus({"--model", p.model, "--train-samples", "2048", "--batch-size", "32",
+  const std::vector<std::string> shared = plus({"--model", p.model, "--train-samples", p.train_samples, "--batch-size", "32",
                                                 "--warmup-steps", "5"},
                                                p.args);
   // One intra-op thread, as the Python reference sets: a sum split over 2 threads rounds
   // differently from one over 1 (LibTorch 2.x starts one thread per core; Debian's 1.13 one).
-  auto cpp = trainer(2, plus(plus(shared, {"--timeout", "20", "--out", dir, "--test-samples", "500"}),
+  auto cpp = trainer(p.world, plus(plus(shared, {"--timeout", "20", "--out", dir, "--test-samples", "500"}),
                              {"--save-init", dir + "/init.pt", "--save-params", dir + "/final.pt"}),
                      120, {{"OMP_NUM_THREADS", "1"}});
   expect_ok(cpp);
   ProcSpec py{{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/trainer_reference.py", "--init", dir + "/init.pt",
-               "--compare", dir + "/final.pt", "--world-size", "2", "--tolerance", p.tolerance}};
+               "--compare", dir + "/final.pt", "--world-size", std::to_string(p.world), "--tolerance", p.tolerance}};
   py.argv.insert(py.argv.end(), shared.begin(), shared.end());
   auto r = run_one(py, 240);
   std::system(("rm -rf " + dir).c_str());
@@ -121,7 +123,18 @@ INSTANTIATE_TEST_SUITE_P(
                       // round differently (measured 7.45e-08 apart), as Adam does in chapter 04.
                       TrainerParity{"MlpAdamW", "mlp",
                                     {"--max-steps", "40", "--optimizer", "adamw", "--lr", "1e-3", "--weight-decay", "0.01"},
-                                    "1e-6"}),
+                                    "1e-6"},
+                      // 3 and 4 ranks, where Gloo's ring sums in an order set by the bucket layout
+                      // (Note [Rebuilding the buckets]). 1000 images over 3 ranks: 334 each, 11
+                      // batches of 32 per epoch, the last one of 14; 14 steps cross the epoch.
+                      TrainerParity{"Mlp3RanksAcrossAnUnevenEpochEnd", "mlp", {"--max-steps", "14"}, "0", 3, "1000"},
+                      TrainerParity{"Cnn3Ranks", "cnn", {"--max-steps", "6"}, "0", 3, "1000"},
+                      TrainerParity{"MlpNoSync3Ranks", "mlp", {"--max-steps", "8", "--grad-accum", "2"}, "0", 3, "1000"},
+                      TrainerParity{"MlpAdamW3Ranks", "mlp",
+                                    {"--max-steps", "14", "--optimizer", "adamw", "--lr", "1e-3", "--weight-decay", "0.01"},
+                                    "1e-6", 3, "1000"},
+                      TrainerParity{"Mlp4Ranks", "mlp", {"--max-steps", "10"}, "0", 4, "1000"},
+                      TrainerParity{"Cnn4Ranks", "cnn", {"--max-steps", "5"}, "0", 4, "1000"}),
     [](const ::testing::TestParamInfo<TrainerParity>& i) { return i.param.name; });
 
 // ---- checkpoints ----

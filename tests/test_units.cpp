@@ -15,6 +15,7 @@
 
 #include "05_ddp/ddp.h"
 #include "05_ddp/gpu_timeline.h"
+#include "05_ddp/models.h"
 #include "05_ddp/sgd.h"
 #include "common/checkpoint.h"
 #include "common/errors.h"
@@ -251,6 +252,49 @@ TEST(DdpClass, ABucketsAllReduceStartsBeforeBackwardEnds) {
   // b's bucket started after 2 of the 4 gradients: while a's were still being computed.
   EXPECT_EQ(d.gradients_ready_at_launch(), (std::vector<size_t>{2, 4}));
   std::system(("rm -rf " + dir).c_str());
+}
+
+// Note [Rebuilding the buckets]: our bucket layout is PyTorch's, at the first iteration (one
+// bucket, every parameter) and after the rebuild (sizes and the parameters in ready order), as
+// its logger reports them (_get_ddp_logging_data) for the same models. With 3+ ranks the
+// layout decides how Gloo's ring sums, so this is what parity at 3 and 4 ranks rests on.
+TEST(DdpClass, BucketsMatchPyTorchsAtTheFirstIterationAndAfterTheRebuild) {
+#ifndef DDP_REFERENCE_PYTHON
+  GTEST_SKIP() << "no Python with PyTorch configured (DDP_REFERENCE_PYTHON): scripts/build.sh sets it";
+#else
+  const std::string dir = temp_dir();
+  ddp::Group g = one_rank_group(dir);
+  for (const std::string name : {"mlp", "cnn"}) {
+    ddp::AnyModel model = ddp::make_model(name, 0);
+    ddp::DistributedDataParallel d(model.module, g, 25 * ddp::kMiB);
+    std::vector<torch::Tensor> params = model.module->parameters();
+    auto describe = [&](bool with_indices) {
+      std::string sizes, indices;
+      for (const auto& bucket : d.bucket_assignment()) {
+        int64_t bytes = 0;
+        std::string members;
+        for (size_t i : bucket) bytes += params[i].numel() * 4, members += (members.empty() ? "" : " ") + std::to_string(i);
+        sizes += (sizes.empty() ? "" : ", ") + std::to_string(bytes);
+        indices += (indices.empty() ? "" : ", ") + members;
+      }
+      return with_indices ? sizes + " | " + indices : sizes;
+    };
+    const std::string first = describe(false);
+    for (int it = 0; it < 3; ++it) {
+      auto x = torch::randn({8, 1, 28, 28});
+      torch::nn::functional::cross_entropy(model.forward(x), torch::randint(0, 10, {8})).backward();
+    }
+    const std::string rebuilt = describe(true);
+    auto py = run_one(ProcSpec{{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/trainer_reference.py",
+                                "--print-buckets", name}},
+                      60);
+    ASSERT_EQ(py.exit_code, 0) << py.output;
+    EXPECT_NE(py.output.find("first: " + first + "\n"), std::string::npos) << name << ": ours " << first << "\n" << py.output;
+    EXPECT_NE(py.output.find("rebuilt: " + rebuilt + "\n"), std::string::npos) << name << ": ours " << rebuilt << "\n"
+                                                                                 << py.output;
+  }
+  std::system(("rm -rf " + dir).c_str());
+#endif
 }
 
 TEST(DdpClass, AParameterWithoutGradientIsNamed) {

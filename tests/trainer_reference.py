@@ -127,6 +127,24 @@ def worker(rank, a, store_file, out_file):
     dist.destroy_process_group()
 
 
+def print_buckets(model_name):
+    """PyTorch's DDP bucket layout for one of the models, as its logger reports it: the buckets
+    of the first iteration (sizes in bytes), then the rebuilt ones (sizes and parameter
+    indices) after three iterations. One rank: the layout does not depend on the world size."""
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        dist.init_process_group("gloo", init_method="file://" + os.path.join(tmp, "store"), rank=0, world_size=1)
+        torch.manual_seed(0)
+        ddp = DDP(Cnn() if model_name == "cnn" else Mlp())
+        for _ in range(3):
+            x, y = torch.randn(8, 1, 28, 28), torch.randint(0, 10, (8,))
+            nn.functional.cross_entropy(ddp(x), y).backward()
+        d = ddp._get_ddp_logging_data()
+        print("first:", d["bucket_sizes"])
+        print("rebuilt:", d["rebuilt_bucket_sizes"], "|", d["rebuilt_per_bucket_param_indices"])
+        dist.destroy_process_group()
+
+
 def print_sampler(spec):
     """One line of indices per rank, then "--"."""
     n, world, seed, epoch, shuffle, drop_last = (int(v) for v in spec.split(","))
@@ -141,6 +159,7 @@ def print_sampler(spec):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--print-sampler", action="append", help="N,R,SEED,EPOCH,SHUFFLE,DROP_LAST; may repeat")
+    ap.add_argument("--print-buckets", choices=["mlp", "cnn"], help="PyTorch DDP's bucket layout for that model")
     ap.add_argument("--init")
     ap.add_argument("--compare")
     ap.add_argument("--world-size", type=int, default=2)
@@ -159,6 +178,9 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tolerance", type=float, default=0.0)
     a = ap.parse_args()
+    if a.print_buckets:
+        print_buckets(a.print_buckets)
+        return 0
     if a.print_sampler:
         for spec in a.print_sampler:
             print_sampler(spec)

@@ -237,7 +237,8 @@ int main(int argc, char** argv) {
     if (gpu_timeline.on()) {
       const ddp::GpuTimeline::Overlap gpu = gpu_timeline.stop();
       ddp::log0("GPU timeline: " + std::to_string(gpu.gpu_events) + " kernels and copies in the trace" +
-                (gpu.kernels == 0 ? std::string("; no gradient all-reduce kernel (a world of one: NCCL has nothing to add)")
+                (gpu.kernels == 0 ? std::string(world == 1 ? "; no gradient all-reduce kernel (a world of one: NCCL has nothing to add)"
+                                                           : "; no gradient all-reduce kernel recognised (is_gradient_allreduce)")
                                   : "; overlap: " + ddp::percent(gpu.share()) + " of all-reduce kernel time ran beside compute kernels (" +
                                         std::to_string(gpu.kernels) + " all-reduce kernels, " + ddp::seconds(gpu.comm_us / 1e6) + " in all)"));
     } else if (device.is_cuda()) {

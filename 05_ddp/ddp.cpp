@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
 #include <algorithm>
+#include <map>
 
 #include "common/errors.h"
 #include "common/log.h"
@@ -43,6 +44,16 @@ namespace ddp {
 // every backward but the first (it rebuilds the buckets), is the share of communication hidden
 // behind backward. The end of an all-reduce is when the backend completed it (a callback on
 // its future, common/flight_recorder.cpp), not when we waited for it.
+//
+// Note [Buffers]
+// A buffer is module state that is not a parameter: BatchNorm's running mean and variance
+// (and its batch counter). No gradient, so no all-reduce: each rank's forward updates its own
+// copy from its own batch, and the ranks' copies drift apart. PyTorch's DDP keeps one truth:
+// rank 0's buffers are broadcast to all ranks before every forward (broadcast_buffers=True),
+// one flat broadcast per dtype. The statistics used in training are still each rank's own
+// batch's; the running ones, used to evaluate, are rank 0's everywhere, so a distributed
+// validation evaluates one model, the one rank 0 checkpoints. SyncBatchNorm is the other
+// answer: statistics over all ranks' batches.
 //
 // Note [Divide before the sum]
 // Each gradient is multiplied by 1/world while it is copied into its bucket, then the bucket
@@ -112,6 +123,22 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
           return outputs;
         }));
     accumulators_.push_back(std::move(accumulator));
+  }
+}
+
+void DistributedDataParallel::sync_buffers() {
+  if (group_.size() == 1) return;
+  torch::NoGradGuard no_grad;
+  std::map<c10::ScalarType, std::vector<torch::Tensor>> by_type;  // one flat broadcast per dtype
+  for (auto& b : module_->buffers()) by_type[b.scalar_type()].push_back(b);
+  for (auto& [type, buffers] : by_type) {
+    std::vector<torch::Tensor> pieces;
+    for (auto& b : buffers) pieces.push_back(b.reshape(-1));
+    std::vector<torch::Tensor> flat{torch::cat(pieces)};
+    run(group_, "broadcast", "buffers", flat[0].numel() * flat[0].element_size(),
+        [&] { return group_.pg->broadcast(flat); });
+    int64_t at = 0;
+    for (auto& b : buffers) b.copy_(flat[0].narrow(0, at, b.numel()).view_as(b)), at += b.numel();
   }
 }
 

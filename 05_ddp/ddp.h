@@ -40,6 +40,11 @@ class DistributedDataParallel {
   };
   std::unique_ptr<NoSync> no_sync() { return std::make_unique<NoSync>(*this); }
 
+  // Copies rank 0's buffers (BatchNorm's running statistics) to every rank: what PyTorch's DDP
+  // does before every forward with broadcast_buffers=True, its default. Call it before each
+  // forward, also in no_sync() and before evaluating. See Note [Buffers].
+  void sync_buffers();
+
   // The buckets, as lists of parameter indices in the order their all-reduces start.
   std::vector<std::vector<size_t>> bucket_assignment() const;
   bool rebuilt() const { return rebuilt_; }

@@ -201,6 +201,7 @@ int main(int argc, char** argv) {
         }
         {
           ddp::Span span("forward");
+          ddp_model.sync_buffers();  // rank 0's BatchNorm statistics everywhere (Note [Buffers]); none: nothing
           auto in_autocast = amp.autocast();
           loss = torch::nn::functional::cross_entropy(model.forward(images), labels) / static_cast<double>(last - first);
           step_loss += loss.detach().to(torch::kFloat64);
@@ -218,6 +219,7 @@ int main(int argc, char** argv) {
       const bool epoch_end = in_epoch == steps_per_epoch - 1 || step + 1 == total_steps;
       if (epoch_end) {
         ddp::Progress::Pause paused(progress);  // samples/s counts training only
+        ddp_model.sync_buffers();  // every rank evaluates rank 0's model
         out.validation(*(last_eval = evaluate(model, test, group, o.batch_size, device)), step + 1);
       }
       // Preempted: every rank stops after this same step, with a checkpoint, and the job is requeued.
@@ -252,7 +254,7 @@ int main(int argc, char** argv) {
     // 6. Check the result: the ranks agree bit for bit, and the model learned something.
     const bool same = ddp::toy::replicas_identical(group, params);
     ddp::log0(std::string("check: every rank holds the same parameters: ") + (same ? "OK" : "FAILED"));
-    if (!last_eval) last_eval = evaluate(model, test, group, o.batch_size, device);
+    if (!last_eval) ddp_model.sync_buffers(), last_eval = evaluate(model, test, group, o.batch_size, device);
     const double floor = o.expect_accuracy.value_or(0.1);
     const bool learned = last_eval->accuracy > floor;
     ddp::log0("check: test accuracy " + ddp::percent(last_eval->accuracy) + " is above " + ddp::percent(floor) +

@@ -44,7 +44,31 @@ struct CnnImpl : torch::nn::Module {
 };
 TORCH_MODULE(Cnn);
 
-// A model by name ("mlp" or "cnn"), initialised from `seed`, with forward() reachable
+// The CNN with batch normalisation after each convolution: the course's model with buffers
+// (running mean and variance, a batch counter) that are not parameters and get no gradient.
+// DDP keeps them alike on every rank by broadcasting rank 0's: Note [Buffers].
+struct CnnBnImpl : torch::nn::Module {
+  CnnBnImpl() {
+    conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 3).padding(1)));
+    bn1 = register_module("bn1", torch::nn::BatchNorm2d(32));
+    conv2 = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).padding(1)));
+    bn2 = register_module("bn2", torch::nn::BatchNorm2d(64));
+    fc1 = register_module("fc1", torch::nn::Linear(64 * 7 * 7, 256));
+    fc2 = register_module("fc2", torch::nn::Linear(256, 10));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::max_pool2d(torch::relu(bn1->forward(conv1->forward(x))), 2);
+    x = torch::max_pool2d(torch::relu(bn2->forward(conv2->forward(x))), 2);
+    x = torch::relu(fc1->forward(x.flatten(1)));
+    return fc2->forward(x);
+  }
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+TORCH_MODULE(CnnBn);
+
+// A model by name ("mlp", "cnn" or "cnn_bn"), initialised from `seed`, with forward() reachable
 // through the returned function (LibTorch modules have no common virtual forward).
 struct AnyModel {
   std::shared_ptr<torch::nn::Module> module;
@@ -54,6 +78,10 @@ inline AnyModel make_model(const std::string& name, uint64_t seed) {
   torch::manual_seed(seed);
   if (name == "cnn") {
     Cnn m;
+    return {m.ptr(), [m](const torch::Tensor& x) mutable { return m->forward(x); }};
+  }
+  if (name == "cnn_bn") {
+    CnnBn m;
     return {m.ptr(), [m](const torch::Tensor& x) mutable { return m->forward(x); }};
   }
   Mlp m;

@@ -134,6 +134,9 @@ INSTANTIATE_TEST_SUITE_P(
                                     {"--max-steps", "14", "--optimizer", "adamw", "--lr", "1e-3", "--weight-decay", "0.01"},
                                     "1e-6", 3, "1000"},
                       TrainerParity{"Mlp4Ranks", "mlp", {"--max-steps", "10"}, "0", 4, "1000"},
+                      // BatchNorm: buffers broadcast from rank 0 before every forward (Note [Buffers]).
+                      TrainerParity{"CnnBn", "cnn_bn", {"--max-steps", "12"}},
+                      TrainerParity{"CnnBn3Ranks", "cnn_bn", {"--max-steps", "6"}, "0", 3, "1000"},
                       TrainerParity{"Cnn4Ranks", "cnn", {"--max-steps", "5"}, "0", 4, "1000"}),
     [](const ::testing::TestParamInfo<TrainerParity>& i) { return i.param.name; });
 
@@ -269,6 +272,25 @@ TEST(Trainer, DistributedValidationEqualsOneProcessImageForImage) {
     // in another order. So: equal to float32 precision, not bit for bit.
     EXPECT_NEAR(json_number(lines[world], "loss"), loss, 1e-6 * loss) << "world " << world << ": " << lines[world];
   }
+  std::system(("rm -rf " + out).c_str());
+}
+
+// Note [Buffers]: with BatchNorm each rank's running statistics drift apart; DDP broadcasts rank
+// 0's before every forward, so a 2-rank validation evaluates one model — the one rank 0
+// checkpoints — and equals a 1-rank --eval-only of that checkpoint. (Without the broadcast,
+// rank 1 evaluated its half of the images with its own statistics.)
+TEST(Trainer, WithBatchNormEveryRankEvaluatesRankZerosModel) {
+  const std::string out = temp_dir();
+  expect_ok(trainer(2, plus(small_run(out), {"--model", "cnn_bn", "--max-steps", "20"})));
+  const std::string trained = last_metrics_line(out, "validation");
+  auto r = trainer(1, plus(small_run(out), {"--model", "cnn_bn", "--eval-only"}));
+  expect_ok(r);
+  const std::string alone = last_metrics_line(out, "validation");
+  // Two validations: the run's own after step 20, then the --eval-only one.
+  ASSERT_EQ(count(read_text(out + "/metrics.jsonl"), "\"kind\": \"validation\""), 2) << read_text(out + "/metrics.jsonl");
+  EXPECT_EQ(json_number(trained, "accuracy"), json_number(alone, "accuracy")) << trained << "\n" << alone;
+  EXPECT_NEAR(json_number(trained, "loss"), json_number(alone, "loss"), 1e-6 * json_number(alone, "loss"))
+      << trained << "\n" << alone;
   std::system(("rm -rf " + out).c_str());
 }
 

@@ -77,6 +77,26 @@ class Cnn(nn.Module):
         return self.fc2(x)
 
 
+class CnnBn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(32)
+        self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(64)
+        self.fc1 = nn.Linear(64 * 7 * 7, 256)
+        self.fc2 = nn.Linear(256, 10)
+
+    def forward(self, x):
+        x = torch.max_pool2d(torch.relu(self.bn1(self.conv1(x))), 2)
+        x = torch.max_pool2d(torch.relu(self.bn2(self.conv2(x))), 2)
+        x = torch.relu(self.fc1(x.flatten(1)))
+        return self.fc2(x)
+
+
+MODELS = {"mlp": Mlp, "cnn": Cnn, "cnn_bn": CnnBn}
+
+
 def learning_rate(a, step, total):
     """As learning_rate() in 05_ddp/main.cpp."""
     if step < a.warmup_steps:
@@ -89,7 +109,7 @@ def worker(rank, a, store_file, out_file):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method="file://" + store_file, rank=rank, world_size=a.world_size)
     images, labels = load_split(a.data_dir, True, a.train_samples)
-    model = Cnn() if a.model == "cnn" else Mlp()
+    model = MODELS[a.model]()
     with torch.no_grad():
         for p, t in zip(model.parameters(), load_list(a.init)):
             p.copy_(t)
@@ -163,7 +183,7 @@ def main():
     ap.add_argument("--init")
     ap.add_argument("--compare")
     ap.add_argument("--world-size", type=int, default=2)
-    ap.add_argument("--model", default="mlp", choices=["mlp", "cnn"])
+    ap.add_argument("--model", default="mlp", choices=list(MODELS))
     ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--train-samples", type=int, default=0)
     ap.add_argument("--epochs", type=int, default=3)

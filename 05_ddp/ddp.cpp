@@ -86,21 +86,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   // the gradient's type nor needs to live on its device.
   inverse_world_ = torch::scalar_tensor(1.0 / group_.size(), torch::kDouble);
   inverse_world_.unsafeGetTensorImpl()->set_wrapped_number(true);
-  // 1. Every rank starts from rank 0's weights: one broadcast of all of them, side by side.
+  // 1. Every rank starts from rank 0's weights (and buffers): flat broadcasts, side by side.
   {
-    torch::NoGradGuard no_grad;
-    std::vector<torch::Tensor> state;
-    for (auto& p : module_->parameters()) state.push_back(p);
+    std::vector<torch::Tensor> state = module_->parameters();
     for (auto& b : module_->buffers()) state.push_back(b);
-    std::vector<torch::Tensor> flat{torch::cat([&] {
-      std::vector<torch::Tensor> v;
-      for (auto& t : state) v.push_back(t.detach().reshape(-1));
-      return v;
-    }())};
-    run(group_, "broadcast", "parameters", flat[0].numel() * flat[0].element_size(),
-        [&] { return group_.pg->broadcast(flat); });
-    int64_t at = 0;
-    for (auto& t : state) t.copy_(flat[0].narrow(0, at, t.numel()).view_as(t)), at += t.numel();
+    broadcast_from_rank0(state, "parameters");
   }
 
   // 2. The first iteration's bucket: every parameter, in definition order (Note [Rebuilding
@@ -127,18 +117,20 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
 }
 
 void DistributedDataParallel::sync_buffers() {
-  if (group_.size() == 1) return;
+  if (group_.size() > 1) broadcast_from_rank0(module_->buffers(), "buffers");
+}
+
+void DistributedDataParallel::broadcast_from_rank0(const std::vector<torch::Tensor>& tensors, const std::string& tag) {
   torch::NoGradGuard no_grad;
   std::map<c10::ScalarType, std::vector<torch::Tensor>> by_type;  // one flat broadcast per dtype
-  for (auto& b : module_->buffers()) by_type[b.scalar_type()].push_back(b);
-  for (auto& [type, buffers] : by_type) {
+  for (const auto& t : tensors) by_type[t.scalar_type()].push_back(t);
+  for (auto& [type, same_type] : by_type) {
     std::vector<torch::Tensor> pieces;
-    for (auto& b : buffers) pieces.push_back(b.reshape(-1));
+    for (auto& t : same_type) pieces.push_back(t.detach().reshape(-1));
     std::vector<torch::Tensor> flat{torch::cat(pieces)};
-    run(group_, "broadcast", "buffers", flat[0].numel() * flat[0].element_size(),
-        [&] { return group_.pg->broadcast(flat); });
+    run(group_, "broadcast", tag, flat[0].numel() * flat[0].element_size(), [&] { return group_.pg->broadcast(flat); });
     int64_t at = 0;
-    for (auto& b : buffers) b.copy_(flat[0].narrow(0, at, b.numel()).view_as(b)), at += b.numel();
+    for (auto& t : same_type) t.copy_(flat[0].narrow(0, at, t.numel()).view_as(t)), at += t.numel();
   }
 }
 

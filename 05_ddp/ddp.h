@@ -83,6 +83,8 @@ class DistributedDataParallel {
   };
 
   void build_buckets(const std::vector<std::vector<size_t>>& assignment);
+  // Rank 0's values into `tensors` on every rank: one flat broadcast per dtype.
+  void broadcast_from_rank0(const std::vector<torch::Tensor>& tensors, const std::string& tag);
   void on_gradient_ready(size_t i);  // the hook
   void launch_ready_buckets();
   void finish_backward();  // queued to run once at the end of backward

@@ -4,7 +4,7 @@
 #include <torch/version.h>
 
 #include <algorithm>
-#include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -66,7 +66,8 @@ namespace prof = torch::autograd::profiler;
 namespace impl = torch::profiler::impl;
 
 constexpr const char* kClockMark = "ddp::clock";
-double g_mark_wall_us = 0;  // wall_us() when the clock mark was recorded
+
+Trace::Track stream_track(int64_t stream) { return static_cast<Trace::Track>(Trace::kGpuStreams + stream); }
 
 }  // namespace
 
@@ -78,7 +79,7 @@ GpuTimeline::GpuTimeline(const torch::Device& device) {
   prof::enableProfiler(config, activities, {at::RecordScope::USER_SCOPE});
   on_ = true;
   // One host event at a known wall-clock time: the profiler's clock is set against ours by it.
-  g_mark_wall_us = wall_us();
+  mark_wall_us_ = wall_us();
   { RECORD_USER_SCOPE(kClockMark); }
 }
 
@@ -100,10 +101,10 @@ GpuTimeline::Overlap GpuTimeline::stop() {
   const auto& events = result->events();
   double offset_us = 0;  // wall_us() - profiler time
   for (const auto& e : events) {
-    if (e.name() == kClockMark) offset_us = g_mark_wall_us - static_cast<double>(e.startNs()) / 1e3;
+    if (e.name() == kClockMark) offset_us = mark_wall_us_ - static_cast<double>(e.startNs()) / 1e3;
   }
   std::vector<std::pair<double, double>> compute, comm;
-  std::map<int64_t, bool> streams;
+  std::set<int64_t> streams;
   for (const auto& e : events) {
     if (e.deviceType() != c10::DeviceType::CUDA) continue;
     const std::string name = e.name();
@@ -112,9 +113,9 @@ GpuTimeline::Overlap GpuTimeline::stop() {
     const bool nccl = name.rfind("nccl", 0) == 0;
     const bool copy = name.rfind("Memcpy", 0) == 0 || name.rfind("Memset", 0) == 0;
     const int64_t stream = e.deviceResourceId();
-    streams[stream] = true;
-    trace().span(name, nccl ? "gpu-comm" : copy ? "gpu-copy" : "gpu-kernel", start, end,
-                 static_cast<Trace::Track>(Trace::kGpuStreams + stream), "\"stream\":" + std::to_string(stream));
+    streams.insert(stream);
+    trace().span(name, nccl ? "gpu-comm" : copy ? "gpu-copy" : "gpu-kernel", start, end, stream_track(stream),
+                 "\"stream\":" + std::to_string(stream));
     ++o.gpu_events;
     if (nccl && is_gradient_allreduce(name)) {
       comm.emplace_back(start, end);
@@ -122,9 +123,7 @@ GpuTimeline::Overlap GpuTimeline::stop() {
       compute.emplace_back(start, end);
     }
   }
-  for (const auto& [stream, _] : streams) {
-    trace().thread_name(static_cast<Trace::Track>(Trace::kGpuStreams + stream), "GPU stream " + std::to_string(stream));
-  }
+  for (int64_t stream : streams) trace().thread_name(stream_track(stream), "GPU stream " + std::to_string(stream));
   for (const auto& [s, e] : comm) ++o.kernels, o.comm_us += e - s;
   o.hidden_us = overlapped_us(comm, std::move(compute));
   return o;

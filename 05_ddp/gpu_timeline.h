@@ -42,6 +42,7 @@ class GpuTimeline {
 
  private:
   bool on_ = false;
+  double mark_wall_us_ = 0;  // wall_us() when the clock mark (a profiler event) was recorded
 };
 
 // The parts of GpuTimeline that need no GPU (tested on any host):

@@ -70,9 +70,11 @@ double learning_rate(const ddp::TrainerOptions& o, int64_t step, int64_t total) 
 // images and 3 ranks, 2 images are seen twice. Each rank sums loss and hits over its shard,
 // leaving out the padding, and one all-reduce adds the sums: the result is what one process
 // gets on the whole test set, image for image: the same hits of the same 10000 images; the
-// mean loss to float32 precision (tests/test_trainer.cpp checks both).
-ddp::Evaluation evaluate(const ddp::AnyModel& model, const ddp::Dataset& test, ddp::Group& group, int batch,
-                         const torch::Device& device) {
+// mean loss to float32 precision (tests/test_trainer.cpp checks both). Every rank evaluates
+// rank 0's model: BatchNorm's running statistics are broadcast first (Note [Buffers]).
+ddp::Evaluation evaluate(const ddp::AnyModel& model, ddp::DistributedDataParallel& ddp_model, const ddp::Dataset& test,
+                         ddp::Group& group, int batch, const torch::Device& device) {
+  ddp_model.sync_buffers();
   torch::NoGradGuard no_grad;
   model.module->eval();
   ddp::DistributedSampler sampler(test.size(), group.rank(), group.size(), /*shuffle=*/false);
@@ -165,7 +167,7 @@ int main(int argc, char** argv) {
       step = ddp::resume(out.checkpoints, device, expect, *model.module, *optimizer, ddp_model, group);
     }
     if (o.eval_only) {
-      out.validation(evaluate(model, test, group, o.batch_size, device), step);
+      out.validation(evaluate(model, ddp_model, test, group, o.batch_size, device), step);
       return ddp::kExitOk;
     }
 
@@ -219,8 +221,7 @@ int main(int argc, char** argv) {
       const bool epoch_end = in_epoch == steps_per_epoch - 1 || step + 1 == total_steps;
       if (epoch_end) {
         ddp::Progress::Pause paused(progress);  // samples/s counts training only
-        ddp_model.sync_buffers();  // every rank evaluates rank 0's model
-        out.validation(*(last_eval = evaluate(model, test, group, o.batch_size, device)), step + 1);
+        out.validation(*(last_eval = evaluate(model, ddp_model, test, group, o.batch_size, device)), step + 1);
       }
       // Preempted: every rank stops after this same step, with a checkpoint, and the job is requeued.
       const bool last_step = step + 1 == total_steps;
@@ -254,7 +255,7 @@ int main(int argc, char** argv) {
     // 6. Check the result: the ranks agree bit for bit, and the model learned something.
     const bool same = ddp::toy::replicas_identical(group, params);
     ddp::log0(std::string("check: every rank holds the same parameters: ") + (same ? "OK" : "FAILED"));
-    if (!last_eval) ddp_model.sync_buffers(), last_eval = evaluate(model, test, group, o.batch_size, device);
+    if (!last_eval) last_eval = evaluate(model, ddp_model, test, group, o.batch_size, device);
     const double floor = o.expect_accuracy.value_or(0.1);
     const bool learned = last_eval->accuracy > floor;
     ddp::log0("check: test accuracy " + ddp::percent(last_eval->accuracy) + " is above " + ddp::percent(floor) +

@@ -85,7 +85,7 @@ void Progress::step_done(int64_t step, const torch::Tensor& loss, double lr) {
   }
   // The clock starts when the first step is done on the device too, as the Python peer's does
   // (bench/python_ddp.py): one wait for the GPU, once.
-  if (first_done_ < 0 && device_sum_.defined()) (void)device_sum_.item<double>();
+  if (first_done_ < 0) finish_queued_steps();
   const double now = monotonic_seconds();
   ++steps_since_;
   if (first_done_ < 0) first_done_ = now;
@@ -111,8 +111,12 @@ void Progress::step_done(int64_t step, const torch::Tensor& loss, double lr) {
   since_ = now, loss_sum_ = 0, steps_since_ = 0, untimed_ = 0, paused_since_line_ = 0;
 }
 
+void Progress::finish_queued_steps() {
+  if (device_sum_.defined()) (void)device_sum_.item<double>();  // reading it waits for the steps behind it
+}
+
 Progress::Pause::Pause(Progress& p) : p_(p) {
-  if (p_.device_sum_.defined()) (void)p_.device_sum_.item<double>();  // the GPU's queued steps are training
+  p_.finish_queued_steps();  // the GPU's queued steps are training
   start_ = monotonic_seconds();
 }
 

@@ -65,6 +65,9 @@ class Progress {
   };
 
  private:
+  // On a GPU: waits until the steps queued so far have run (nothing on the CPU).
+  void finish_queued_steps();
+
   RunOutput& out_;
   int64_t total_, per_epoch_, samples_per_step_;
   int epochs_, every_;

@@ -142,7 +142,7 @@ int64_t resume(const std::string& dir, const torch::Device& device, const std::o
   SamplerState saved;
   std::optional<std::vector<std::vector<size_t>>> buckets;
   if (group.rank() == 0) {  // rank 0 writes the checkpoints: a dead writer's leftovers are its own
-    for (const auto& f : remove_stale_temporaries(dir)) log("removed " + f + ": left by a writer that died before its rename");
+    remove_stale_temporaries(dir);
   }
   auto loaded = load_latest_checkpoint(dir, device, [&](torch::serialize::InputArchive& a) {
     check_same_run(a, model, opt);  // an intact checkpoint of another run is refused, never skipped
@@ -194,7 +194,7 @@ void remove_checkpoints(const std::string& dir, Group& group) {
   if (group.rank() == 0) {
     const std::vector<std::string> old = list_checkpoints(dir);
     for (const auto& path : old) std::remove(path.c_str());
-    for (const auto& f : remove_stale_temporaries(dir)) log("removed " + f + ": left by a writer that died before its rename");
+    remove_stale_temporaries(dir);
     if (!old.empty()) log("--reset: removed " + std::to_string(old.size()) + " checkpoint(s) of an earlier run from " + dir);
   }
   group.pg->barrier()->wait();

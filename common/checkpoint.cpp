@@ -104,7 +104,10 @@ std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
     const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
     if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to ask): keep
     const std::string path = dir + "/" + n;
-    if (::unlink(path.c_str()) == 0) removed.push_back(path);
+    if (::unlink(path.c_str()) == 0) {
+      log("removed " + path + ": left by a writer that died before its rename");
+      removed.push_back(path);
+    }
   }
   ::closedir(d);
   return removed;

@@ -48,7 +48,7 @@ std::optional<LoadedCheckpoint> load_latest_checkpoint(const std::string& dir, c
 std::vector<std::string> list_checkpoints(const std::string& dir);
 
 // Removes the temporary files (.ckpt-<step>.pt.tmp.<host>.<pid>) that writers on this host left
-// when they died; another host's, or a live writer's, stay. Returns the paths removed.
+// when they died; another host's, or a live writer's, stay. Logs and returns the paths removed.
 std::vector<std::string> remove_stale_temporaries(const std::string& dir);
 
 }  // namespace ddp

@@ -45,19 +45,21 @@ void Trace::open(const std::string& path, int rank, const std::string& host) {
   if (slash != std::string::npos && slash > 0) make_dirs(path.substr(0, slash));
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (!f) throw UsageError("--trace: cannot write " + path);
-  std::lock_guard<std::mutex> lock(mu_);
-  file_ = f;
-  rank_ = rank;
-  std::fputs("[\n", file_);
-  // Metadata events: the names Perfetto shows for the process (the rank) and its two tracks.
-  const std::string pid = std::to_string(rank);
-  std::fputs(("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + pid + ",\"tid\":0,\"args\":{\"name\":" +
-              quoted("rank " + pid + " (" + host + ")") + "}}\n")
-                 .c_str(),
-             file_);
-  std::fputs((",{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" + pid + ",\"tid\":0,\"args\":{\"sort_index\":" + pid + "}}\n").c_str(), file_);
-  std::fputs((",{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + pid + ",\"tid\":0,\"args\":{\"name\":\"compute\"}}\n").c_str(), file_);
-  std::fputs((",{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + pid + ",\"tid\":1,\"args\":{\"name\":\"collectives\"}}\n").c_str(), file_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    file_ = f;
+    rank_ = rank;
+    std::fputs("[\n", file_);
+    // Metadata events: the names Perfetto shows for the process (the rank) and its tracks.
+    const std::string pid = std::to_string(rank);
+    std::fputs(("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + pid + ",\"tid\":0,\"args\":{\"name\":" +
+                quoted("rank " + pid + " (" + host + ")") + "}}\n")
+                   .c_str(),
+               file_);
+    std::fputs((",{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" + pid + ",\"tid\":0,\"args\":{\"sort_index\":" + pid + "}}\n").c_str(), file_);
+  }
+  thread_name(kCompute, "compute");
+  thread_name(kComm, "collectives");
 }
 
 void Trace::write(const std::string& event) {

@@ -39,6 +39,7 @@
 #include "05_ddp/metrics.h"
 #include "05_ddp/models.h"
 #include "05_ddp/options.h"
+#include "05_ddp/sync_batch_norm.h"
 #include "05_ddp/trainer.h"
 #include "common/checkpoint.h"
 #include "common/cli.h"
@@ -148,7 +149,7 @@ int main(int argc, char** argv) {
     const ddp::SamplerState sampler_state{o.seed, steps_per_epoch};  // goes into every checkpoint
 
     // 3. The model, the same on every rank (DDP broadcasts rank 0's weights), and a stock optimizer.
-    ddp::AnyModel model = ddp::make_model(o.model, o.seed);
+    ddp::AnyModel model = ddp::make_model(o.model, o.seed, o.sync_bn ? ddp::sync_batch_norm(group) : nullptr);
     model.module->to(device);
     std::vector<torch::Tensor> params = model.module->parameters();
     if (rank == 0 && !o.save_init.empty()) ddp::toy::save_params(params, o.save_init);

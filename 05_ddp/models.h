@@ -2,9 +2,16 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <functional>
 #include <string>
 
+#include "common/errors.h"
+
 namespace ddp {
+
+// How a model's BatchNorm layer normalises `x`: plain (the module's own forward, the default) or
+// synchronised across ranks (sync_batch_norm.h). The layer's parameters and buffers stay in `bn`.
+using Normalise = std::function<torch::Tensor(torch::nn::BatchNorm2d& bn, const torch::Tensor& x)>;
 
 // 784 -> 512 -> 256 -> 10. Parameters in definition order: fc1, fc2, fc3 (the Python
 // reference builds the same modules in the same order).
@@ -46,9 +53,12 @@ TORCH_MODULE(Cnn);
 
 // The CNN with batch normalisation after each convolution: the course's model with buffers
 // (running mean and variance, a batch counter) that are not parameters and get no gradient.
-// DDP keeps them alike on every rank by broadcasting rank 0's: Note [Buffers].
+// DDP keeps them alike on every rank by broadcasting rank 0's: Note [Buffers]. With --sync-bn,
+// `norm` computes the batch statistics over all ranks: Note [SyncBatchNorm].
 struct CnnBnImpl : torch::nn::Module {
-  CnnBnImpl() {
+  explicit CnnBnImpl(Normalise n = nullptr) : norm(n ? std::move(n) : [](torch::nn::BatchNorm2d& bn, const torch::Tensor& x) {
+    return bn->forward(x);
+  }) {
     conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 3).padding(1)));
     bn1 = register_module("bn1", torch::nn::BatchNorm2d(32));
     conv2 = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).padding(1)));
@@ -57,31 +67,34 @@ struct CnnBnImpl : torch::nn::Module {
     fc2 = register_module("fc2", torch::nn::Linear(256, 10));
   }
   torch::Tensor forward(torch::Tensor x) {
-    x = torch::max_pool2d(torch::relu(bn1->forward(conv1->forward(x))), 2);
-    x = torch::max_pool2d(torch::relu(bn2->forward(conv2->forward(x))), 2);
+    x = torch::max_pool2d(torch::relu(norm(bn1, conv1->forward(x))), 2);
+    x = torch::max_pool2d(torch::relu(norm(bn2, conv2->forward(x))), 2);
     x = torch::relu(fc1->forward(x.flatten(1)));
     return fc2->forward(x);
   }
   torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
   torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  Normalise norm;
 };
 TORCH_MODULE(CnnBn);
 
 // A model by name ("mlp", "cnn" or "cnn_bn"), initialised from `seed`, with forward() reachable
-// through the returned function (LibTorch modules have no common virtual forward).
+// through the returned function (LibTorch modules have no common virtual forward). `norm`, if
+// given, is how its BatchNorm layers normalise; a model without BatchNorm refuses it.
 struct AnyModel {
   std::shared_ptr<torch::nn::Module> module;
   std::function<torch::Tensor(const torch::Tensor&)> forward;
 };
-inline AnyModel make_model(const std::string& name, uint64_t seed) {
+inline AnyModel make_model(const std::string& name, uint64_t seed, Normalise norm = nullptr) {
+  if (norm && name != "cnn_bn") throw UsageError("--sync-bn: --model " + name + " has no BatchNorm to synchronise (--model cnn_bn has)");
   torch::manual_seed(seed);
   if (name == "cnn") {
     Cnn m;
     return {m.ptr(), [m](const torch::Tensor& x) mutable { return m->forward(x); }};
   }
   if (name == "cnn_bn") {
-    CnnBn m;
+    CnnBn m(std::move(norm));
     return {m.ptr(), [m](const torch::Tensor& x) mutable { return m->forward(x); }};
   }
   Mlp m;

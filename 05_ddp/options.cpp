@@ -6,6 +6,7 @@ namespace ddp {
 void add_trainer_options(CLI::App& app, TrainerOptions& o) {
   app.add_option("--model", o.model, "mlp, cnn, or cnn_bn (the CNN with BatchNorm) [default mlp]")
       ->check(CLI::IsMember({"mlp", "cnn", "cnn_bn"}));
+  app.add_flag("--sync-bn", o.sync_bn, "SyncBatchNorm: BatchNorm statistics over all ranks' batches, not each rank's own (--model cnn_bn)");
   app.add_option("--epochs", o.epochs, "Passes over the training set [default 3]")->check(CLI::PositiveNumber);
   app.add_option("--batch-size", o.batch_size, "Samples per rank per micro-batch [default 64]")->check(CLI::PositiveNumber);
   app.add_option("--grad-accum", o.grad_accum, "Micro-batches per optimizer step, all but the last under no_sync() [default 1]")

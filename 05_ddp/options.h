@@ -8,7 +8,8 @@ namespace ddp {
 
 struct TrainerOptions {
   // model and optimisation
-  std::string model = "mlp";  // mlp | cnn
+  std::string model = "mlp";  // mlp | cnn | cnn_bn
+  bool sync_bn = false;       // BatchNorm statistics over all ranks (Note [SyncBatchNorm])
   int epochs = 3;
   int batch_size = 64;  // per rank and micro-batch, as a Python DataLoader's batch_size
   int grad_accum = 1;   // micro-batches per optimizer step (all but the last under no_sync())

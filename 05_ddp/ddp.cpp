@@ -166,8 +166,7 @@ void DistributedDataParallel::on_gradient_ready(size_t i) {
   }
   ready_order_.push_back(i);
   if (trace().on()) {  // each gradient's arrival: what bench/cost_model builds its buckets from
-    trace().instant("gradient ready", "ddp", wall_us(), Trace::kCompute,
-                    "\"param\":" + std::to_string(i) + ",\"bytes\":" + std::to_string(bytes_[i]));
+    trace().instant("gradient ready", "ddp", wall_us(), Trace::kCompute, {{"param", i}, {"bytes", bytes_[i]}});
   }
   // 4. Copy the gradient into its place in the bucket, times 1/world (Note [Divide before the sum]).
   Bucket& b = buckets_[bucket_of_[i]];

@@ -115,7 +115,7 @@ GpuTimeline::Overlap GpuTimeline::stop() {
     const int64_t stream = e.deviceResourceId();
     streams.insert(stream);
     trace().span(name, nccl ? "gpu-comm" : copy ? "gpu-copy" : "gpu-kernel", start, end, stream_track(stream),
-                 "\"stream\":" + std::to_string(stream));
+                 {{"stream", stream}});
     ++o.gpu_events;
     if (nccl && is_gradient_allreduce(name)) {
       comm.emplace_back(start, end);

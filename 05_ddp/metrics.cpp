@@ -34,11 +34,14 @@ RunOutput::~RunOutput() {
   if (jsonl_) std::fclose(jsonl_);
 }
 
+void RunOutput::append_line(const nlohmann::ordered_json& record) {
+  std::fputs((record.dump() + "\n").c_str(), jsonl_);
+  std::fflush(jsonl_);
+}
+
 void RunOutput::training(int64_t step, int64_t epoch, double loss, double lr, double samples_per_s) {
   if (rank_ != 0) return;
-  std::fprintf(jsonl_, "{\"kind\": \"train\", \"step\": %lld, \"epoch\": %lld, \"loss\": %.6g, \"lr\": %.6g, \"samples_per_s\": %.1f}\n",
-               static_cast<long long>(step), static_cast<long long>(epoch), loss, lr, samples_per_s);
-  std::fflush(jsonl_);
+  append_line({{"kind", "train"}, {"step", step}, {"epoch", epoch}, {"loss", loss}, {"lr", lr}, {"samples_per_s", samples_per_s}});
   tb_->add_scalar("train/loss", loss, step);
   tb_->add_scalar("train/learning_rate", lr, step);
   tb_->add_scalar("train/samples_per_s", samples_per_s, step);
@@ -51,10 +54,8 @@ void RunOutput::validation(const Evaluation& e, int64_t step) {
                 static_cast<long long>(step), e.loss, percent(e.accuracy).c_str(), static_cast<long long>(e.images));
   log0(line);
   if (rank_ != 0) return;
-  // Full precision (17 digits): the tests compare these numbers across world sizes.
-  std::fprintf(jsonl_, "{\"kind\": \"validation\", \"step\": %lld, \"loss\": %.17g, \"accuracy\": %.17g, \"images\": %lld}\n",
-               static_cast<long long>(step), e.loss, e.accuracy, static_cast<long long>(e.images));
-  std::fflush(jsonl_);
+  // Numbers as they are (JSON's shortest exact form): the tests compare them across world sizes.
+  append_line({{"kind", "validation"}, {"step", step}, {"loss", e.loss}, {"accuracy", e.accuracy}, {"images", e.images}});
   tb_->add_scalar("validation/loss", e.loss, step);
   tb_->add_scalar("validation/accuracy", e.accuracy, step);
   tb_->flush();

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "common/tensorboard.h"
@@ -33,6 +34,7 @@ class RunOutput {
   void validation(const Evaluation& e, int64_t step);
 
  private:
+  void append_line(const nlohmann::ordered_json& record);  // to metrics.jsonl, keys in this order
   int rank_;
   std::FILE* jsonl_ = nullptr;
   std::unique_ptr<TensorBoardWriter> tb_;

@@ -65,30 +65,26 @@ struct TracedStep {
 };
 
 TracedStep read_trace(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ddp::UsageError("--trace: cannot read " + path);
   std::map<std::string, std::vector<double>> dur;  // rank 0's spans by name
   std::vector<std::pair<double, double>> backwards;  // rank 0's: start, end (us)
   std::vector<std::tuple<double, int, double>> ready;  // rank 0's "gradient ready": time, param, bytes
   double bucket_bytes = 0;
   std::set<int> pids;
-  std::string line;
-  while (std::getline(in, line)) {
-    const std::string name = ddp::event_name(line);
-    const double pid_value = ddp::event_number(line, "pid");
+  for (const nlohmann::json& e : ddp::read_trace_events(path)) {
+    const std::string name = e.value("name", ""), ph = e.value("ph", "");
+    const double pid_value = ddp::event_number(e, "pid");
     if (name.empty() || std::isnan(pid_value)) continue;
     const int pid = static_cast<int>(pid_value);
-    if (line.find("\"ph\":\"i\"") != std::string::npos && pid == 0 && name == "gradient ready") {
-      ready.emplace_back(ddp::event_number(line, "ts"), static_cast<int>(ddp::event_number(line, "param")),
-                         ddp::event_number(line, "bytes"));
+    if (ph == "i" && pid == 0 && name == "gradient ready") {
+      ready.emplace_back(ddp::event_number(e, "ts"), static_cast<int>(ddp::event_number(e, "param")), ddp::event_number(e, "bytes"));
     }
-    if (line.find("\"ph\":\"X\"") == std::string::npos) continue;
+    if (ph != "X") continue;
     pids.insert(pid);
     if (pid != 0) continue;
-    const double ts = ddp::event_number(line, "ts"), duration = ddp::event_number(line, "dur");
+    const double ts = ddp::event_number(e, "ts"), duration = ddp::event_number(e, "dur");
     dur[name].push_back(duration / 1e6);
     if (name == "backward") backwards.emplace_back(ts, ts + duration);
-    if (name.rfind("all-reduce bucket", 0) == 0) bucket_bytes += ddp::event_number(line, "bytes");
+    if (name.rfind("all-reduce bucket", 0) == 0) bucket_bytes += ddp::event_number(e, "bytes");
   }
   TracedStep t;
   t.world = static_cast<int>(pids.size());

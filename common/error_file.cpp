@@ -7,40 +7,9 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
-#include <sstream>
+#include <nlohmann/json.hpp>
 
 namespace ddp {
-namespace {
-
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\', out += c;
-    else if (c == '\n') out += "\\n";
-    else if (static_cast<unsigned char>(c) < 0x20) out += ' ';
-    else out += c;
-  }
-  return out;
-}
-
-// The JSON string value that follows `"key": "` at or after `from`; unescapes \" \\ \n.
-std::optional<std::string> string_after(const std::string& text, const std::string& key, size_t from = 0) {
-  const std::string head = "\"" + key + "\": \"";
-  size_t p = text.find(head, from);
-  if (p == std::string::npos) return std::nullopt;
-  std::string out;
-  for (p += head.size(); p < text.size() && text[p] != '"'; ++p) {
-    if (text[p] == '\\' && p + 1 < text.size()) {
-      ++p;
-      out += text[p] == 'n' ? '\n' : text[p];
-    } else {
-      out += text[p];
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 double monotonic_seconds() {
   timespec ts{};
@@ -53,13 +22,15 @@ void write_error_file(const std::string& message) {
   if (path == nullptr || *path == '\0' || ::access(path, F_OK) == 0) return;
   const std::string tmp = std::string(path) + ".tmp";
   {
-    std::ofstream out(tmp);
     // torchrun shows py_callstack as the failure's "traceback": a C++ program has none, so the
-    // message goes there too.
-    out << "{\"message\": {\"message\": \"" << json_escape(message) << "\", \"extraInfo\": {\"py_callstack\": \""
-        << json_escape(message) << "\", "
-        << "\"timestamp\": \"" << std::time(nullptr) << "\", \"monotonic_s\": \"" << std::to_string(monotonic_seconds())
-        << "\"}}}\n";
+    // message goes there too. Its values are strings, timestamps included, as torchrun writes them.
+    const nlohmann::json record = {{"message",
+                                    {{"message", message},
+                                     {"extraInfo",
+                                      {{"py_callstack", message},
+                                       {"timestamp", std::to_string(std::time(nullptr))},
+                                       {"monotonic_s", std::to_string(monotonic_seconds())}}}}}};
+    std::ofstream(tmp) << record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   }
   std::rename(tmp.c_str(), path);
 }
@@ -67,14 +38,15 @@ void write_error_file(const std::string& message) {
 std::optional<ErrorRecord> read_error_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) return std::nullopt;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  const size_t inner = text.find("{\"message\": ");
-  auto msg = string_after(text, "message", inner == std::string::npos ? 0 : inner + 1);
-  if (!msg) return std::nullopt;
-  ErrorRecord r{*msg, 0};
-  if (auto t = string_after(text, "monotonic_s")) r.monotonic_s = std::atof(t->c_str());
+  const nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  // torchrun's layout; a Python worker's record (torch.distributed.elastic) has the same shape.
+  const nlohmann::json* m = doc.is_object() && doc.contains("message") ? &doc["message"] : nullptr;
+  if (!m || !m->is_object() || !m->contains("message") || !(*m)["message"].is_string()) return std::nullopt;
+  ErrorRecord r{(*m)["message"].get<std::string>(), 0};
+  const nlohmann::json extra = m->value("extraInfo", nlohmann::json::object());
+  if (extra.is_object() && extra.contains("monotonic_s") && extra["monotonic_s"].is_string()) {
+    r.monotonic_s = std::atof(extra["monotonic_s"].get<std::string>().c_str());
+  }
   return r;
 }
 

@@ -355,7 +355,7 @@ c10::intrusive_ptr<c10d::Work> traced(c10::intrusive_ptr<c10d::Work> work, const
   if (!trace().on()) return work;
   const double start = wall_us();
   work->getFuture()->addCallback([name, bytes, start](c10::ivalue::Future&) {
-    trace().span(name, "comm", start, wall_us(), Trace::kComm, "\"bytes\":" + std::to_string(bytes));
+    trace().span(name, "comm", start, wall_us(), Trace::kComm, {{"bytes", bytes}});
   });
   return work;
 }
@@ -378,9 +378,10 @@ Pending issue(Group& g, const std::string& kind, const std::string& tag, int64_t
     const double t = wall_us();
     done->store(t);
     if (trace().on()) {
-      trace().span(name, "comm", issued, t, Trace::kComm,
-                   "\"bytes\":" + std::to_string(bytes) + (seq > 0 ? ",\"seq\":" + std::to_string(seq) : "") +
-                       (f.hasError() ? ",\"error\":true" : ""));
+      nlohmann::json args{{"bytes", bytes}};
+      if (seq > 0) args["seq"] = seq;
+      if (f.hasError()) args["error"] = true;
+      trace().span(name, "comm", issued, t, Trace::kComm, args);
     }
   });
   return p;

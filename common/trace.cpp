@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <sstream>
 
 #include "common/errors.h"
 #include "common/paths.h"
@@ -23,20 +24,8 @@ Trace& trace() {
 }
 
 namespace {
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) out += c;
-  }
-  return out + "\"";
-}
-
-std::string number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.3f", v);
-  return buf;
-}
+// Microseconds to the nanosecond: the viewers need no more, and the files stay short.
+double micro(double us) { return std::round(us * 1e3) / 1e3; }
 }  // namespace
 
 void Trace::open(const std::string& path, int rank, const std::string& host) {
@@ -50,44 +39,39 @@ void Trace::open(const std::string& path, int rank, const std::string& host) {
     file_ = f;
     rank_ = rank;
     std::fputs("[\n", file_);
-    // Metadata events: the names Perfetto shows for the process (the rank) and its tracks.
-    const std::string pid = std::to_string(rank);
-    std::fputs(("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + pid + ",\"tid\":0,\"args\":{\"name\":" +
-                quoted("rank " + pid + " (" + host + ")") + "}}\n")
-                   .c_str(),
-               file_);
-    std::fputs((",{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" + pid + ",\"tid\":0,\"args\":{\"sort_index\":" + pid + "}}\n").c_str(), file_);
   }
+  // Metadata events: the names Perfetto shows for the process (the rank) and its tracks.
+  const std::string r = std::to_string(rank);
+  write({{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"tid", 0}, {"args", {{"name", "rank " + r + " (" + host + ")"}}}},
+        /*first=*/true);
+  write({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", rank}, {"tid", 0}, {"args", {{"sort_index", rank}}}});
   thread_name(kCompute, "compute");
   thread_name(kComm, "collectives");
 }
 
-void Trace::write(const std::string& event) {
+// One event per line, so that a rank killed mid-run leaves every finished line readable.
+void Trace::write(const nlohmann::json& event, bool first) {
+  const std::string line = (first ? "" : ",") + event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   std::lock_guard<std::mutex> lock(mu_);
-  if (!file_) return;
-  std::fputs(",", file_);
-  std::fputs(event.c_str(), file_);
-  std::fputs("\n", file_);
+  if (file_) std::fputs(line.c_str(), file_);
 }
 
 void Trace::span(const std::string& name, const char* cat, double start_us, double end_us, Track track,
-                 const std::string& args) {
+                 const nlohmann::json& args) {
   if (!on()) return;
-  write("{\"name\":" + quoted(name) + ",\"cat\":\"" + cat + "\",\"ph\":\"X\",\"ts\":" + number(start_us) +
-        ",\"dur\":" + number(std::max(0.0, end_us - start_us)) + ",\"pid\":" + std::to_string(rank_) +
-        ",\"tid\":" + std::to_string(track) + ",\"args\":{" + args + "}}");
+  write({{"name", name}, {"cat", cat}, {"ph", "X"}, {"ts", micro(start_us)}, {"dur", micro(std::max(0.0, end_us - start_us))},
+         {"pid", rank_}, {"tid", static_cast<int>(track)}, {"args", args}});
 }
 
-void Trace::instant(const std::string& name, const char* cat, double t_us, Track track, const std::string& args) {
+void Trace::instant(const std::string& name, const char* cat, double t_us, Track track, const nlohmann::json& args) {
   if (!on()) return;
-  write("{\"name\":" + quoted(name) + ",\"cat\":\"" + cat + "\",\"ph\":\"i\",\"s\":\"t\",\"ts\":" + number(t_us) +
-        ",\"pid\":" + std::to_string(rank_) + ",\"tid\":" + std::to_string(track) + ",\"args\":{" + args + "}}");
+  write({{"name", name}, {"cat", cat}, {"ph", "i"}, {"s", "t"}, {"ts", micro(t_us)}, {"pid", rank_},
+         {"tid", static_cast<int>(track)}, {"args", args}});
 }
 
 void Trace::thread_name(Track track, const std::string& name) {
   if (!on()) return;
-  write("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + std::to_string(rank_) + ",\"tid\":" + std::to_string(track) +
-        ",\"args\":{\"name\":" + quoted(name) + "}}");
+  write({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", static_cast<int>(track)}, {"args", {{"name", name}}}});
 }
 
 void Trace::flush() {
@@ -103,14 +87,41 @@ void Trace::close() {
   file_ = nullptr;
 }
 
-std::string event_name(const std::string& line) {
-  const auto at = line.find("\"name\":\"");
-  return at == std::string::npos ? "" : line.substr(at + 8, line.find('"', at + 8) - at - 8);
+std::vector<nlohmann::json> read_trace_events(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError("cannot read trace file " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  const nlohmann::json doc = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json* events = doc.is_array() ? &doc : doc.is_object() && doc.contains("traceEvents") ? &doc["traceEvents"] : nullptr;
+  std::vector<nlohmann::json> out;
+  if (events && events->is_array()) {
+    out.assign(events->begin(), events->end());
+  } else {  // unclosed: a rank that did not reach the end; each line is one event
+    text.clear(), text.seekg(0);
+    std::string line;
+    for (int n = 1; std::getline(text, line); ++n) {
+      if (line == "[" || line == "]" || line.empty()) continue;
+      if (line[0] == ',') line.erase(0, 1);
+      nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
+      if (!e.is_object()) throw UsageError(path + ":" + std::to_string(n) + ": not an event line of a --trace file");
+      out.push_back(std::move(e));
+    }
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    const nlohmann::json& e = out[i];
+    if (!e.is_object() || !e.contains("ph") || (e.contains("ts") && !e["ts"].is_number())) {
+      throw UsageError(path + ": event " + std::to_string(i + 1) + " is not an event of a --trace file: " + e.dump().substr(0, 120));
+    }
+  }
+  return out;
 }
 
-double event_number(const std::string& line, const std::string& key) {
-  const auto at = line.find("\"" + key + "\":");
-  return at == std::string::npos ? NAN : std::strtod(line.c_str() + at + key.size() + 3, nullptr);
+double event_number(const nlohmann::json& event, const std::string& key) {
+  for (const nlohmann::json* where : {&event, event.contains("args") ? &event["args"] : nullptr}) {
+    if (where && where->is_object() && where->contains(key) && (*where)[key].is_number()) return (*where)[key].get<double>();
+  }
+  return NAN;
 }
 
 std::string rank_trace_path(const std::string& path, int rank) {
@@ -123,45 +134,24 @@ std::string rank_trace_path(const std::string& path, int rank) {
 
 size_t merge_traces(const std::vector<std::string>& inputs, const std::string& out) {
   if (inputs.empty()) throw UsageError("no trace files to merge");
-  std::vector<std::string> events;
+  std::vector<nlohmann::json> events;
   double t0 = std::numeric_limits<double>::infinity();
-  std::vector<std::pair<size_t, double>> times;  // event index, its ts
   for (const std::string& path : inputs) {
-    std::ifstream in(path);
-    if (!in) throw UsageError("cannot read trace file " + path);
-    std::string line;
-    for (int n = 1; std::getline(in, line); ++n) {
-      if (line == "[" || line == "]" || line.empty()) continue;
-      if (line[0] == ',') line.erase(0, 1);
-      if (line.size() < 2 || line.front() != '{' || line.back() != '}' || line.find("\"ph\":") == std::string::npos) {
-        throw UsageError(path + ":" + std::to_string(n) + ": not an event line of a --trace file");
-      }
-      const auto at = line.find("\"ts\":");
-      if (at != std::string::npos) {
-        char* end = nullptr;
-        const double ts = std::strtod(line.c_str() + at + 5, &end);
-        if (end == line.c_str() + at + 5 || !std::isfinite(ts)) {
-          throw UsageError(path + ":" + std::to_string(n) + ": the event's \"ts\" is not a number");
-        }
-        t0 = std::min(t0, ts);
-        times.emplace_back(events.size(), ts);
-      }
-      events.push_back(line);
+    for (nlohmann::json& e : read_trace_events(path)) {
+      if (e.contains("ts")) t0 = std::min(t0, e["ts"].get<double>());
+      events.push_back(std::move(e));
     }
   }
   // Time from the first event of any rank: the ranks stay aligned with each other.
-  for (const auto& [i, ts] : times) {
-    std::string& e = events[i];
-    const auto at = e.find("\"ts\":") + 5;
-    const auto end = e.find_first_of(",}", at);
-    e.replace(at, end - at, number(ts - t0));
+  for (nlohmann::json& e : events) {
+    if (e.contains("ts")) e["ts"] = micro(e["ts"].get<double>() - t0);
   }
   const std::string tmp = out + ".tmp";
   {
     std::ofstream o(tmp);
     if (!o) throw UsageError("cannot write " + out);
-    o << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
-    for (size_t i = 0; i < events.size(); ++i) o << (i ? "," : "") << events[i] << "\n";
+    o << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";  // one event per line, as the ranks' files
+    for (size_t i = 0; i < events.size(); ++i) o << (i ? "," : "") << events[i].dump() << "\n";
     o << "]}\n";
     if (!o.flush()) throw std::runtime_error("writing " + out + " failed");
   }

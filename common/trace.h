@@ -1,5 +1,7 @@
 // defines: the --trace timeline: one Chrome/Perfetto trace file per rank, and merge_traces().
 #pragma once
+#include <nlohmann/json.hpp>
+
 #include <cstdio>
 #include <mutex>
 #include <string>
@@ -27,10 +29,11 @@ class Trace {
   // Starts writing to `path`; until then (no --trace) every call returns at once.
   void open(const std::string& path, int rank, const std::string& host);
   bool on() const { return file_ != nullptr; }
-  // `args`: a JSON object's members, or "" ("\"bucket\":0,\"bytes\":1048576").
+  // `args`: the event's details, a JSON object ({{"bucket", 0}, {"bytes", 1048576}}) or nothing.
   void span(const std::string& name, const char* cat, double start_us, double end_us, Track track,
-            const std::string& args = "");
-  void instant(const std::string& name, const char* cat, double t_us, Track track, const std::string& args = "");
+            const nlohmann::json& args = nlohmann::json::object());
+  void instant(const std::string& name, const char* cat, double t_us, Track track,
+               const nlohmann::json& args = nlohmann::json::object());
   // The name a viewer shows for a track.
   void thread_name(Track track, const std::string& name);
   void flush();
@@ -38,7 +41,7 @@ class Trace {
   ~Trace() { close(); }
 
  private:
-  void write(const std::string& event);
+  void write(const nlohmann::json& event, bool first = false);
   std::mutex mu_;  // collectives end on the backend's threads
   std::FILE* file_ = nullptr;
   int rank_ = 0;
@@ -63,11 +66,13 @@ class Span {
   double start_;
 };
 
-// Reading back an event line of a --trace file (Trace writes one event per line): its
-// "name" ("" if none), and a numeric member ("ts", "dur", "pid", "tid", or one of its "args"),
-// NaN if it has none.
-std::string event_name(const std::string& line);
-double event_number(const std::string& line, const std::string& key);
+// The events of a trace file: a rank's (a JSON array) or a merged one ({"traceEvents": [...]}).
+// A rank killed mid-run leaves its array unclosed: then each line, one event as Trace writes
+// them, is read on its own. Throws UsageError naming the file (and line) if it is neither.
+std::vector<nlohmann::json> read_trace_events(const std::string& path);
+// A numeric member of an event ("ts", "dur", "pid", "tid"), or of its "args" ("bytes"); NaN if
+// it has none.
+double event_number(const nlohmann::json& event, const std::string& key);
 
 // "out.json" -> "out.rank1.json": the file rank `rank` writes for --trace out.json.
 std::string rank_trace_path(const std::string& path, int rank);

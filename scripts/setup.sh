@@ -26,7 +26,7 @@ done
 # --no-install-recommends would leave the reference BLAS, 3-7x slower (Note [Which BLAS] in
 # common/blas.h). The pthread build measured best with 2 ranks on 2 cores (05_ddp/README.md).
 packages=(g++ make cmake binutils libtorch-dev libgloo-dev libopenblas0-pthread libcli11-dev libgtest-dev zlib1g-dev
-          python3-venv python3-torch dataset-fashion-mnist)
+          nlohmann-json3-dev python3-venv python3-torch dataset-fashion-mnist)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -27,18 +27,10 @@ struct Event {
 
 std::vector<Event> events(const std::string& path) {
   std::vector<Event> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto p = line.find("\"ph\":\"");
-    if (ddp::event_name(line).empty() || p == std::string::npos) continue;
-    Event e;
-    e.name = ddp::event_name(line);
-    e.ph = line.substr(p + 6, 1);
-    e.pid = static_cast<int>(ddp::event_number(line, "pid"));
-    e.ts = ddp::event_number(line, "ts");
-    e.dur = ddp::event_number(line, "dur");
-    out.push_back(e);
+  for (const nlohmann::json& e : ddp::read_trace_events(path)) {
+    if (e.value("name", "").empty()) continue;
+    out.push_back({e["name"], e["ph"], static_cast<int>(ddp::event_number(e, "pid")), ddp::event_number(e, "ts"),
+                   ddp::event_number(e, "dur")});
   }
   return out;
 }

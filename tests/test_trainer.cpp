@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -45,15 +46,15 @@ std::string last_metrics_line(const std::string& out, const std::string& kind) {
   std::istringstream in(read_text(out + "/metrics.jsonl"));
   std::string line, last;
   while (std::getline(in, line)) {
-    if (line.find("\"kind\": \"" + kind + "\"") != std::string::npos) last = line;
+    if (nlohmann::json::parse(line).value("kind", "") == kind) last = line;
   }
   return last;
 }
 
+// A number of a metrics.jsonl line; NaN if the line has none.
 double json_number(const std::string& line, const std::string& key) {
-  std::smatch m;
-  if (!std::regex_search(line, m, std::regex("\"" + key + "\": ([-0-9.eE+]+)"))) return NAN;
-  return std::stod(m[1]);
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : NAN;
 }
 
 // The names in a folder, sorted.
@@ -329,7 +330,7 @@ TEST(Trainer, WithBatchNormEveryRankEvaluatesRankZerosModel) {
   expect_ok(r);
   const std::string alone = last_metrics_line(out, "validation");
   // Two validations: the run's own after step 20, then the --eval-only one.
-  ASSERT_EQ(count(read_text(out + "/metrics.jsonl"), "\"kind\": \"validation\""), 2) << read_text(out + "/metrics.jsonl");
+  ASSERT_EQ(count(read_text(out + "/metrics.jsonl"), "\"kind\":\"validation\""), 2) << read_text(out + "/metrics.jsonl");
   EXPECT_EQ(json_number(trained, "accuracy"), json_number(alone, "accuracy")) << trained << "\n" << alone;
   EXPECT_NEAR(json_number(trained, "loss"), json_number(alone, "loss"), 1e-6 * json_number(alone, "loss"))
       << trained << "\n" << alone;

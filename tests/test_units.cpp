@@ -21,12 +21,14 @@
 #include "05_ddp/sgd.h"
 #include "05_ddp/sync_batch_norm.h"
 #include "common/checkpoint.h"
+#include "common/error_file.h"
 #include "common/errors.h"
 #include "common/fashion_mnist.h"
 #include "common/net.h"
 #include "common/process_group.h"
 #include "common/sampler.h"
 #include "common/tensorboard.h"
+#include "common/trace.h"
 #include "proc.h"
 
 using namespace ddp_test;
@@ -598,4 +600,42 @@ TEST(SyncBatchNorm, TwoRanksTrainAsOneProcessOnTheGlobalBatch) {
   EXPECT_LT(max_abs_diff(synced[0], one), 1e-11);
   EXPECT_EQ(max_abs_diff(synced[0], synced[1]), 0) << "the ranks should hold the same parameters";
   EXPECT_GT(max_abs_diff(plain[0], one), 1e-4) << "plain BatchNorm on half batches should not match the whole batch";
+}
+
+// JSON through the library: names and messages with quotes, backslashes, newlines, tabs and
+// non-ASCII letters come back from a trace file and an error file exactly as they went in.
+TEST(Json, TraceEventsAndErrorFilesKeepAnyText) {
+  const std::string dir = temp_dir();
+  const std::string odd = "all-reduce \"bucket\" 0\\1\nline two\ttab, Größe";
+  {
+    ddp::Trace t;
+    t.open(dir + "/t.rank0.json", 0, "host\"x");
+    t.span(odd, "comm", 1000.5, 1010.25, ddp::Trace::kComm, {{"bytes", 4096}, {"note", odd}});
+    t.instant("gradient ready", "ddp", 1005, ddp::Trace::kCompute, {{"param", 3}});
+    t.close();
+  }
+  const auto events = ddp::read_trace_events(dir + "/t.rank0.json");
+  const auto span = std::find_if(events.begin(), events.end(), [](const nlohmann::json& e) { return e.value("ph", "") == "X"; });
+  ASSERT_NE(span, events.end());
+  EXPECT_EQ((*span)["name"], odd);
+  EXPECT_EQ((*span)["args"]["note"], odd);
+  EXPECT_EQ(ddp::event_number(*span, "bytes"), 4096);
+  EXPECT_DOUBLE_EQ(ddp::event_number(*span, "dur"), 9.75);
+  EXPECT_EQ(ddp::merge_traces({dir + "/t.rank0.json"}, dir + "/merged.json"), events.size());
+  const auto merged = ddp::read_trace_events(dir + "/merged.json");
+  ASSERT_EQ(merged.size(), events.size());
+  EXPECT_EQ(merged[0]["args"]["name"], "rank 0 (host\"x)");
+
+  const std::string error_file = dir + "/error.json";
+  ::setenv(ddp::kErrorFileVar, error_file.c_str(), 1);
+  ddp::write_error_file(odd);
+  ddp::write_error_file("a second error");  // the first one wins, as torchrun expects
+  ::unsetenv(ddp::kErrorFileVar);
+  const auto record = ddp::read_error_file(error_file);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->message, odd);
+  EXPECT_GT(record->monotonic_s, 0);
+  std::ofstream(dir + "/bad.json") << "{\"message\": 3}";
+  EXPECT_FALSE(ddp::read_error_file(dir + "/bad.json").has_value());
+  std::system(("rm -rf " + dir).c_str());
 }

@@ -38,14 +38,11 @@ struct Span {
 // forward, one line per rank and track, `width` characters wide. A span is its name, cut to
 // its length and padded with '='; spans shorter than a character show as '|'.
 void print_step(const std::string& path, int step, int width) {
-  std::ifstream in(path);
-  if (!in) throw ddp::UsageError("--text: cannot read " + path);
   std::vector<Span> spans;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.find("\"ph\":\"X\"") == std::string::npos) continue;
-    spans.push_back({ddp::event_name(line), static_cast<int>(ddp::event_number(line, "pid")),
-                     static_cast<int>(ddp::event_number(line, "tid")), ddp::event_number(line, "ts"), ddp::event_number(line, "dur")});
+  for (const nlohmann::json& e : ddp::read_trace_events(path)) {
+    if (e.value("ph", "") != "X") continue;
+    spans.push_back({e.value("name", ""), static_cast<int>(ddp::event_number(e, "pid")), static_cast<int>(ddp::event_number(e, "tid")),
+                     ddp::event_number(e, "ts"), ddp::event_number(e, "dur")});
   }
   std::map<int, std::vector<double>> forwards;  // rank -> start of each forward
   for (const Span& s : spans) {

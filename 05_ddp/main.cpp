@@ -9,6 +9,7 @@
 //   ./build-cpu/05_ddp --nproc-per-node 2 --model cnn               # forks 2 ranks (via 02_spawn)
 //   ./build-cpu/05_ddp --rank 0 --world-size 2 &  ./build-cpu/05_ddp --rank 1 --world-size 2
 //   torchrun --nproc-per-node 2 --no-python ./build-cuda/05_ddp --model cnn
+//   ./build-cpu/05_ddp --nproc-per-node 4 --model cnn_bn --sync-bn --batch-size 2   # BatchNorm over all ranks
 //   ./build-cpu/05_ddp --nproc-per-node 2 --reset       # start over instead of resuming
 //   ./build-cpu/05_ddp --nproc-per-node 2 --drill-after 10   # rehearse a preemption (chapter 06), then rerun
 //   ./build-cpu/05_ddp --nproc-per-node 2 --trace runs/trace.json   # a timeline for https://ui.perfetto.dev

@@ -61,28 +61,31 @@ struct SyncBatchNormFn : torch::autograd::Function<SyncBatchNormFn> {
     running_mean.mul_(1 - momentum).add_(mean.to(running_mean.dtype()), momentum);
     running_var.mul_(1 - momentum).add_((var * n / (n - 1)).to(running_var.dtype()), momentum);
 
-    const torch::Tensor mean_f = mean.to(x.dtype()), invstd = (var + eps).rsqrt().to(x.dtype());
-    ctx->save_for_backward({x, weight, mean_f, invstd, n.to(x.dtype())});
+    // In the parameters' dtype (float32 also when autocast gives x in bf16/fp16); y in x's.
+    const auto acc = weight.scalar_type();
+    const torch::Tensor mean_f = mean.to(acc), invstd = (var + eps).rsqrt().to(acc);
+    ctx->save_for_backward({x, weight, mean_f, invstd, n.to(acc)});
     ctx->saved_data["group"] = c10::IValue::make_capsule(ref);
     const torch::Tensor scale = invstd * weight;  // y = x·scale + shift, as BatchNorm's CPU kernel
-    return x * per_channel(scale) + per_channel(bias - mean_f * scale);
+    return (x.to(acc) * per_channel(scale) + per_channel(bias - mean_f * scale)).to(x.scalar_type());
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const torch::Tensor &x = saved[0], &weight = saved[1], &mean = saved[2], &invstd = saved[3], &n = saved[4];
     const auto ref = c10::static_intrusive_pointer_cast<GroupRef>(ctx->saved_data["group"].toCapsule());
-    const torch::Tensor& dy = grads[0];
+    const auto acc = weight.scalar_type();
+    const torch::Tensor dy = grads[0].to(acc);
     const int64_t channels = x.size(1);
     const std::vector<int64_t> dims{0, 2, 3};
-    const torch::Tensor xmu = x - per_channel(mean);
+    const torch::Tensor xmu = x.to(acc) - per_channel(mean);
     torch::Tensor sums = torch::cat({dy.sum(dims), (dy * xmu).sum(dims)});
     // The parameters' own gradients, from this rank's batch: DDP averages them (see above).
     const torch::Tensor grad_weight = sums.narrow(0, channels, channels) * invstd, grad_bias = sums.narrow(0, 0, channels).clone();
     all_reduce_sum(ref->group, sums, "sync-bn gradient terms");
     const torch::Tensor mean_dy = sums.narrow(0, 0, channels) / n, mean_dy_xmu = sums.narrow(0, channels, channels) / n;
     const torch::Tensor dx = (dy - per_channel(mean_dy) - xmu * per_channel(invstd.square() * mean_dy_xmu)) * per_channel(invstd * weight);
-    return {dx, grad_weight, grad_bias, {}, {}, {}, {}, {}};
+    return {dx.to(x.scalar_type()), grad_weight, grad_bias, {}, {}, {}, {}, {}};
   }
 };
 

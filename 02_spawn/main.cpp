@@ -3,7 +3,8 @@
 // The lesson: what torch.multiprocessing.spawn and torchrun do for you. The launcher forks
 // the workers before LibTorch runs anything, hosts the store on a port the OS picks (so two
 // runs never clash), hands each worker its rank, local rank and node rank, and watches them:
-// when one fails it stops the others and prints who failed first and why.
+// when one fails it stops the others and prints who failed first and why. With --max-restarts
+// it then starts them all again, as torchrun does (step 6).
 //
 // Usage:
 //   ./build/02_spawn --world-size 8
@@ -12,6 +13,7 @@
 //   ./build/02_spawn --world-size 3 --fail-rank 1 --fail-mode straggle --straggle-ms 4000 --timeout 2
 //                                      # ... and the others' flight recorders name the rank behind
 //   ./build/02_spawn --world-size 2 -- ./build/01_join_group         # any program as the workers
+//   ./build/02_spawn --world-size 2 --fail-rank 1 --max-restarts 1   # fails once, then all start again
 //
 // Expected output (--nnodes 2 --nproc-per-node 2; worker lines interleave):
 //   [launcher] starting 4 workers (2 nodes x 2 per node), store on 127.0.0.1:41873 (port chosen by the OS)
@@ -44,6 +46,7 @@ namespace {
 
 struct Worker {
   int rank = 0, node = 0, local = 0;
+  int attempt = 0;         // 0, then 1, 2, ... after each restart (TORCHELASTIC_RESTART_COUNT)
   pid_t pid = -1;
   int port_fd = -1;        // the launcher's end of the pipe that carries the store's port
   std::string error_file;  // where the worker writes why it failed (TORCHELASTIC_ERROR_FILE)
@@ -91,7 +94,7 @@ int run_worker(const Worker& w, ddp::RankInfo info, int nproc, int port_fd, cons
 
     // The survivors of a fault say which rank is gone or behind: see Note [Flight recorder].
     ddp::FlightRecorder recorder(g);
-    if (fault.rank == w.rank) {  // a fault on purpose, to see it reported
+    if (fault.rank == w.rank && w.attempt == 0) {  // a fault on purpose, to see it reported (and restarted)
       ddp::log("injecting fault: --fail-mode " + fault.mode);
       if (fault.mode == "exit") {
         ddp::write_error_file("injected fault: exit code 3 (--fail-rank " + std::to_string(w.rank) + " --fail-mode exit)");
@@ -121,7 +124,7 @@ int exec_worker(const Worker& w, const ddp::RankInfo& info, int nproc, int port_
         {"LOCAL_RANK", std::to_string(w.local)},  {"LOCAL_WORLD_SIZE", std::to_string(nproc)},
         {"GROUP_RANK", std::to_string(w.node)},   {"MASTER_ADDR", info.master_addr.value},
         {"MASTER_PORT", std::to_string(port)},    {"TORCHELASTIC_USE_AGENT_STORE", "True"},
-        {"TORCHELASTIC_RESTART_COUNT", "0"}};
+        {"TORCHELASTIC_RESTART_COUNT", std::to_string(w.attempt)}};
     for (const auto& [k, v] : env) ::setenv(k, v.c_str(), 1);
     // Simulated nodes share this host's GPUs (Note [Choosing the backend]).
     if (info.simulated_nodes > 1) ::setenv("DDP_SIMULATED_NODES", std::to_string(info.simulated_nodes).c_str(), 1);
@@ -141,6 +144,187 @@ std::string describe_status(const Worker& w) {
   return s;
 }
 
+// What an attempt ended with: its exit code, and whether a restart could help (not after a
+// preemption, a stop signal, or a store that could not start).
+struct Outcome {
+  int code = 0;
+  bool final = false;
+};
+
+// The plan of step 1, the same for every attempt.
+struct Plan {
+  ddp::RankInfo base;
+  int world = 0, n_nodes = 0, per_node = 0;
+  bool os_port = true;
+  std::vector<std::string> command;
+  Fault fault;
+  double grace_s = 5;
+  std::string on_failure;
+  int max_restarts = 0;
+};
+
+// Steps 2-5: one attempt of the whole world, from fork to report.
+Outcome run_attempt(const Plan& plan, int attempt, const sigset_t& watched, const sigset_t& previous) {
+  const ddp::RankInfo& base = plan.base;
+  const int world = plan.world, n_nodes = plan.n_nodes, per_node = plan.per_node;
+  const bool os_port = plan.os_port;
+  const std::vector<std::string>& command = plan.command;
+
+  // 2. Fork the workers before LibTorch computes anything or starts a thread. A child gets
+  //    a copy of the parent's memory but only the thread that called fork(): a lock held by
+  //    any other thread (an OpenMP pool, the store's server) stays locked in the child for
+  //    ever. See the README, "Why fork first". On a restart the last attempt's store is gone,
+  //    its server thread with it (step 3's store lives in this function): one thread again.
+  char dir_template[] = "/tmp/02_spawn_XXXXXX";  // the workers' error files
+  const std::string error_dir = ::mkdtemp(dir_template) ? dir_template : throw std::runtime_error("mkdtemp failed");
+  std::vector<Worker> workers(world);
+  const pid_t launcher = ::getpid();
+  std::fflush(nullptr);  // or each child would print the parent's buffered output again
+  for (int r = 0; r < world; ++r) {
+    Worker& w = workers[r];
+    w.rank = r, w.node = r / per_node, w.local = r % per_node, w.attempt = attempt;
+    w.error_file = error_dir + "/rank" + std::to_string(r) + ".json";
+    int fds[2];
+    if (::pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+    w.pid = ::fork();
+    if (w.pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+    if (w.pid == 0) {  // the child
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the launcher (no orphans on a GPU)
+      if (::getppid() != launcher) ::_exit(1);
+      sigprocmask(SIG_SETMASK, &previous, nullptr);
+      ::close(fds[1]);
+      for (int k = 0; k < r; ++k) ::close(workers[k].port_fd);  // siblings' pipes
+      ::setenv(ddp::kErrorFileVar, w.error_file.c_str(), 1);
+      // _exit, not exit: skip static destructors of state copied from the parent.
+      ::_exit(command.empty() ? run_worker(w, base, per_node, fds[0], plan.fault)
+                              : exec_worker(w, base, per_node, fds[0], command));
+    }
+    ::close(fds[0]);
+    w.port_fd = fds[1];
+  }
+
+  // 3. Host the store. Port 0 asks the OS for a free one; getPort() says which.
+  const double t0 = ddp::monotonic_seconds();
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  int port = 0;
+  if (!base.file_init()) {
+    c10d::TCPStoreOptions so;
+    so.port = os_port ? 0 : static_cast<std::uint16_t>(base.master_port.value);
+    so.isServer = true;
+    so.waitWorkers = false;
+    so.timeout = base.timeout();
+    try {
+      store = c10::make_intrusive<c10d::TCPStore>(base.master_addr.value, so);
+      port = store->getPort();
+    } catch (const std::exception& e) {
+      ddp::log_error("could not host the store on port " + std::to_string(so.port) + ": " + ddp::short_what(e) +
+                     (os_port ? "" : " (leave --master-port unset to let the OS choose)"));
+    }
+  }
+  const std::string of_attempts =
+      plan.max_restarts > 0 ? ", attempt " + std::to_string(attempt + 1) + " of at most " + std::to_string(plan.max_restarts + 1) : "";
+  ddp::log("starting " + std::to_string(world) + " workers (" + std::to_string(n_nodes) + " node(s) x " +
+           std::to_string(per_node) + " per node" + of_attempts + "), " +
+           (base.file_init() ? "store " + base.init.value
+                             : "store on " + base.master_addr.value + ":" + std::to_string(port) +
+                                   (os_port ? " (port chosen by the OS)" : "")));
+  for (Worker& w : workers) {
+    // Without a store (port 0 stays 0) a worker reads nothing and fails, naming the cause.
+    if (port != 0 || base.file_init()) (void)!::write(w.port_fd, &port, sizeof(port));
+    ::close(w.port_fd);
+  }
+
+  // 4. Watch. The first worker to fail stops the run: the others get SIGTERM, and SIGKILL
+  //    after --grace seconds. SIGINT/SIGTERM/SIGUSR1/SIGUSR2 sent to the launcher are passed
+  //    on to the workers (a scheduler's preemption signal must reach them).
+  int alive = world;
+  int stop_signal = 0;  // a SIGINT/SIGTERM the launcher received and passed on
+  bool stopping = false;
+  double kill_at = INFINITY;
+  auto stop_all = [&](double t) {
+    if (stopping) return;
+    stopping = true;
+    kill_at = t + plan.grace_s;
+    for (Worker& w : workers) {
+      if (!w.done) ::kill(w.pid, SIGTERM), w.stopped_by_launcher = true;
+    }
+  };
+  while (alive > 0) {
+    timespec tick{0, 100'000'000};
+    siginfo_t si{};
+    const int sig = sigtimedwait(&watched, &si, &tick);
+    const double t = ddp::monotonic_seconds();
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGUSR1 || sig == SIGUSR2) {
+      ddp::log(std::string("received ") + strsignal(sig) + ", passing it on to the workers");
+      for (Worker& w : workers) {
+        if (!w.done) ::kill(w.pid, sig);
+      }
+      if (sig == SIGINT || sig == SIGTERM) stop_signal = sig, stop_all(t);
+    }
+    int status = 0;
+    for (pid_t pid; (pid = ::waitpid(-1, &status, WNOHANG)) > 0;) {
+      for (Worker& w : workers) {
+        if (w.pid != pid) continue;
+        w.done = true, w.status = status, w.when = t, --alive;
+        if (w.failed() && !stopping && plan.on_failure == "stop") {
+          ddp::log("rank " + std::to_string(w.rank) + " failed (" + describe_status(w) + "): stopping the others");
+          stop_all(t);
+        }
+      }
+    }
+    if (stopping && t > kill_at) {
+      for (Worker& w : workers) {
+        if (!w.done) ::kill(w.pid, SIGKILL);
+      }
+    }
+  }
+
+  // 5. Report. Each failed worker left its cause in its error file; a worker that died by a
+  //    signal could not. The first failure is the earliest time a worker recorded or was
+  //    reaped; workers the launcher stopped itself are consequences, not causes.
+  std::vector<std::string> causes(world, "-");
+  for (Worker& w : workers) {
+    if (auto rec = ddp::read_error_file(w.error_file)) {
+      causes[w.rank] = rec->message;
+      if (rec->monotonic_s > 0) w.when = std::min(w.when, rec->monotonic_s);
+    }
+    std::remove(w.error_file.c_str());
+  }
+  ::rmdir(error_dir.c_str());
+  const Worker* first = nullptr;
+  int n_failed = 0;
+  for (Worker& w : workers) {
+    const bool own_failure = w.failed() && !(WIFSIGNALED(w.status) && w.stopped_by_launcher &&
+                                             (WTERMSIG(w.status) == SIGTERM || WTERMSIG(w.status) == SIGKILL));
+    if (!own_failure) continue;
+    ++n_failed;
+    if (!first || w.when < first->when) first = &w;
+  }
+  const bool all_ok = std::none_of(workers.begin(), workers.end(), [](const Worker& w) { return w.failed(); });
+  if (all_ok && std::any_of(workers.begin(), workers.end(), [](const Worker& w) { return w.preempted(); })) {
+    ddp::log("the workers stopped for preemption (exit 75) after writing a checkpoint: run again to resume");
+    return {ddp::kExitPreempted, true};
+  }
+  if (all_ok) {
+    ddp::log("all " + std::to_string(world) + " workers exited 0 in " + ddp::seconds(ddp::monotonic_seconds() - t0));
+    return {port != 0 || base.file_init() ? ddp::kExitOk : ddp::kExitFailure, port == 0 && !base.file_init()};
+  }
+  std::string table = first ? std::to_string(n_failed) + " of " + std::to_string(world) +
+                                  " workers failed; first: rank " + std::to_string(first->rank)
+                            : std::string("the run was stopped: the launcher received ") + strsignal(stop_signal);
+  table += "\n  rank  node  local  pid      +time    result                                        cause\n";
+  for (const Worker& w : workers) {
+    char line[160];
+    std::snprintf(line, sizeof(line), "  %-4d%s %-5d %-6d %-8d %-8s %-45s ", w.rank, &w == first ? "*" : " ", w.node,
+                  w.local, w.pid, ddp::seconds(w.when - t0).c_str(), describe_status(w).c_str());
+    table += line + causes[w.rank] + "\n";  // a cause of any length (the flight recorder's are long)
+  }
+  ddp::log_error(table + "  (* = first failure; +time since start)");
+  if (!first) return {128 + stop_signal, true};
+  if (WIFEXITED(first->status)) return {WEXITSTATUS(first->status), false};
+  return {128 + WTERMSIG(first->status), false};  // the shell's convention for "killed by signal N"
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -158,6 +342,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"exit", "kill", "hang", "straggle"}));
   app.add_option("--straggle-ms", fault.straggle_ms, "How late --fail-mode straggle comes to the all-reduce [default 3000]")
       ->check(CLI::PositiveNumber);
+  int max_restarts = 0;
+  app.add_option("--max-restarts", max_restarts, "When a worker fails, stop all and start all again, up to N times (torchrun's) [default 0]")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--grace", grace_s, "Seconds the others get after SIGTERM before SIGKILL [default 5]");
   std::string on_failure = "stop";
   app.add_option("--on-failure", on_failure, "When a worker fails: stop the others (torchrun's way), or wait and watch them fail by themselves")
@@ -202,6 +389,9 @@ int main(int argc, char** argv) {
     base.simulated_nodes = n_nodes;  // they all share this host's GPUs
     ddp::validate(base);
     if (!command.empty() && base.file_init()) throw ddp::UsageError("--init file:// is for the built-in worker; give it to the program after -- instead");
+    if (max_restarts > 0 && base.file_init()) {
+      throw ddp::UsageError("--max-restarts starts each attempt with a fresh store; a --init file:// would keep the failed attempt's keys");
+    }
     // An explicit --master-port or MASTER_PORT is honoured; otherwise the OS picks one.
     const bool os_port = base.master_port.source == "default";
     if (flags.explain_env) {
@@ -212,159 +402,26 @@ int main(int argc, char** argv) {
       return ddp::kExitOk;
     }
 
-    // 2. Fork the workers before LibTorch computes anything or starts a thread. A child gets
-    //    a copy of the parent's memory but only the thread that called fork(): a lock held by
-    //    any other thread (an OpenMP pool, the store's server) stays locked in the child for
-    //    ever. See the README, "Why fork first".
+    // The signals the launcher watches are delivered to sigtimedwait() in step 4, not to handlers.
     sigset_t watched, previous;
     sigemptyset(&watched);
     for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGUSR1, SIGUSR2}) sigaddset(&watched, s);
-    sigprocmask(SIG_BLOCK, &watched, &previous);  // delivered to sigtimedwait() below instead
-    char dir_template[] = "/tmp/02_spawn_XXXXXX";  // the workers' error files
-    const std::string error_dir = ::mkdtemp(dir_template) ? dir_template : throw std::runtime_error("mkdtemp failed");
-    std::vector<Worker> workers(world);
-    const pid_t launcher = ::getpid();
-    std::fflush(nullptr);  // or each child would print the parent's buffered output again
-    for (int r = 0; r < world; ++r) {
-      Worker& w = workers[r];
-      w.rank = r, w.node = r / per_node, w.local = r % per_node;
-      w.error_file = error_dir + "/rank" + std::to_string(r) + ".json";
-      int fds[2];
-      if (::pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-      w.pid = ::fork();
-      if (w.pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-      if (w.pid == 0) {  // the child
-        ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the launcher (no orphans on a GPU)
-        if (::getppid() != launcher) ::_exit(1);
-        sigprocmask(SIG_SETMASK, &previous, nullptr);
-        ::close(fds[1]);
-        for (int k = 0; k < r; ++k) ::close(workers[k].port_fd);  // siblings' pipes
-        ::setenv(ddp::kErrorFileVar, w.error_file.c_str(), 1);
-        // _exit, not exit: skip static destructors of state copied from the parent.
-        ::_exit(command.empty() ? run_worker(w, base, per_node, fds[0], fault)
-                                : exec_worker(w, base, per_node, fds[0], command));
-      }
-      ::close(fds[0]);
-      w.port_fd = fds[1];
-    }
+    sigprocmask(SIG_BLOCK, &watched, &previous);
+    const Plan plan{base, world, n_nodes, per_node, os_port, command, fault, grace_s, on_failure, max_restarts};
 
-    // 3. Host the store. Port 0 asks the OS for a free one; getPort() says which.
-    const double t0 = ddp::monotonic_seconds();
-    c10::intrusive_ptr<c10d::TCPStore> store;
-    int port = 0;
-    if (!base.file_init()) {
-      c10d::TCPStoreOptions so;
-      so.port = os_port ? 0 : static_cast<std::uint16_t>(base.master_port.value);
-      so.isServer = true;
-      so.waitWorkers = false;
-      so.timeout = base.timeout();
-      try {
-        store = c10::make_intrusive<c10d::TCPStore>(base.master_addr.value, so);
-        port = store->getPort();
-      } catch (const std::exception& e) {
-        ddp::log_error("could not host the store on port " + std::to_string(so.port) + ": " + ddp::short_what(e) +
-                       (os_port ? "" : " (leave --master-port unset to let the OS choose)"));
+    // 6. Restarts, torchrun's --max-restarts: when an attempt fails, all its workers have been
+    //    stopped (step 4); start them all again, with a fresh store, up to N times. There is no
+    //    partial restart: the survivors' group lost a member and cannot go on. The workers learn
+    //    the attempt from TORCHELASTIC_RESTART_COUNT; a trainer resumes from its last checkpoint
+    //    (chapter 05), losing the steps since. Each attempt's report stays in the log above.
+    for (int attempt = 0;; ++attempt) {
+      const Outcome o = run_attempt(plan, attempt, watched, previous);
+      if (o.code == ddp::kExitOk || o.final || attempt == max_restarts) {
+        if (attempt > 0 && o.code != ddp::kExitOk && !o.final) ddp::log_error("no restarts left (--max-restarts " + std::to_string(max_restarts) + ")");
+        return o.code;
       }
+      ddp::log("attempt " + std::to_string(attempt + 1) + " failed (exit " + std::to_string(o.code) + "): restarting all " +
+               std::to_string(world) + " workers (restart " + std::to_string(attempt + 1) + " of " + std::to_string(max_restarts) + ")");
     }
-    ddp::log("starting " + std::to_string(world) + " workers (" + std::to_string(n_nodes) + " node(s) x " +
-             std::to_string(per_node) + " per node), " +
-             (base.file_init() ? "store " + base.init.value
-                               : "store on " + base.master_addr.value + ":" + std::to_string(port) +
-                                     (os_port ? " (port chosen by the OS)" : "")));
-    for (Worker& w : workers) {
-      // Without a store (port 0 stays 0) a worker reads nothing and fails, naming the cause.
-      if (port != 0 || base.file_init()) (void)!::write(w.port_fd, &port, sizeof(port));
-      ::close(w.port_fd);
-    }
-
-    // 4. Watch. The first worker to fail stops the run: the others get SIGTERM, and SIGKILL
-    //    after --grace seconds. SIGINT/SIGTERM/SIGUSR1/SIGUSR2 sent to the launcher are passed
-    //    on to the workers (a scheduler's preemption signal must reach them).
-    int alive = world;
-    int stop_signal = 0;  // a SIGINT/SIGTERM the launcher received and passed on
-    bool stopping = false;
-    double kill_at = INFINITY;
-    auto stop_all = [&](double t) {
-      if (stopping) return;
-      stopping = true;
-      kill_at = t + grace_s;
-      for (Worker& w : workers) {
-        if (!w.done) ::kill(w.pid, SIGTERM), w.stopped_by_launcher = true;
-      }
-    };
-    while (alive > 0) {
-      timespec tick{0, 100'000'000};
-      siginfo_t si{};
-      const int sig = sigtimedwait(&watched, &si, &tick);
-      const double t = ddp::monotonic_seconds();
-      if (sig == SIGINT || sig == SIGTERM || sig == SIGUSR1 || sig == SIGUSR2) {
-        ddp::log(std::string("received ") + strsignal(sig) + ", passing it on to the workers");
-        for (Worker& w : workers) {
-          if (!w.done) ::kill(w.pid, sig);
-        }
-        if (sig == SIGINT || sig == SIGTERM) stop_signal = sig, stop_all(t);
-      }
-      int status = 0;
-      for (pid_t pid; (pid = ::waitpid(-1, &status, WNOHANG)) > 0;) {
-        for (Worker& w : workers) {
-          if (w.pid != pid) continue;
-          w.done = true, w.status = status, w.when = t, --alive;
-          if (w.failed() && !stopping && on_failure == "stop") {
-            ddp::log("rank " + std::to_string(w.rank) + " failed (" + describe_status(w) + "): stopping the others");
-            stop_all(t);
-          }
-        }
-      }
-      if (stopping && t > kill_at) {
-        for (Worker& w : workers) {
-          if (!w.done) ::kill(w.pid, SIGKILL);
-        }
-      }
-    }
-
-    // 5. Report. Each failed worker left its cause in its error file; a worker that died by a
-    //    signal could not. The first failure is the earliest time a worker recorded or was
-    //    reaped; workers the launcher stopped itself are consequences, not causes.
-    std::vector<std::string> causes(world, "-");
-    for (Worker& w : workers) {
-      if (auto rec = ddp::read_error_file(w.error_file)) {
-        causes[w.rank] = rec->message;
-        if (rec->monotonic_s > 0) w.when = std::min(w.when, rec->monotonic_s);
-      }
-      std::remove(w.error_file.c_str());
-    }
-    ::rmdir(error_dir.c_str());
-    const Worker* first = nullptr;
-    int n_failed = 0;
-    for (Worker& w : workers) {
-      const bool own_failure = w.failed() && !(WIFSIGNALED(w.status) && w.stopped_by_launcher &&
-                                               (WTERMSIG(w.status) == SIGTERM || WTERMSIG(w.status) == SIGKILL));
-      if (!own_failure) continue;
-      ++n_failed;
-      if (!first || w.when < first->when) first = &w;
-    }
-    const bool all_ok = std::none_of(workers.begin(), workers.end(), [](const Worker& w) { return w.failed(); });
-    if (all_ok && std::any_of(workers.begin(), workers.end(), [](const Worker& w) { return w.preempted(); })) {
-      ddp::log("the workers stopped for preemption (exit 75) after writing a checkpoint: run again to resume");
-      return ddp::kExitPreempted;
-    }
-    if (all_ok) {
-      ddp::log("all " + std::to_string(world) + " workers exited 0 in " + ddp::seconds(ddp::monotonic_seconds() - t0));
-      return port != 0 || base.file_init() ? ddp::kExitOk : ddp::kExitFailure;
-    }
-    std::string table = first ? std::to_string(n_failed) + " of " + std::to_string(world) +
-                                    " workers failed; first: rank " + std::to_string(first->rank)
-                              : std::string("the run was stopped: the launcher received ") + strsignal(stop_signal);
-    table += "\n  rank  node  local  pid      +time    result                                        cause\n";
-    for (const Worker& w : workers) {
-      char line[160];
-      std::snprintf(line, sizeof(line), "  %-4d%s %-5d %-6d %-8d %-8s %-45s ", w.rank, &w == first ? "*" : " ", w.node,
-                    w.local, w.pid, ddp::seconds(w.when - t0).c_str(), describe_status(w).c_str());
-      table += line + causes[w.rank] + "\n";  // a cause of any length (the flight recorder's are long)
-    }
-    ddp::log_error(table + "  (* = first failure; +time since start)");
-    if (!first) return 128 + stop_signal;
-    if (WIFEXITED(first->status)) return WEXITSTATUS(first->status);
-    return 128 + WTERMSIG(first->status);  // the shell's convention for "killed by signal N"
   });
 }

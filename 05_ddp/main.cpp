@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
   ddp::parse_flags(app, argc, argv);
 
   return ddp::guarded_main([&] {
-    if (o.nproc_per_node) return ddp::relaunch_with_02_spawn(argc, argv, *o.nproc_per_node, flags, o.on_failure);
+    if (o.nproc_per_node) return ddp::relaunch_with_02_spawn(argc, argv, *o.nproc_per_node, flags, o);
     ddp::make_reproducible(o.deterministic == "on");  // before CUDA starts: Note [Reproducible GPU runs]
     // A scheduler's warning signal only sets a flag; see Note [Preemption and requeue].
     const int preempt_signal = ddp::parse_signal(o.requeue_signal);
@@ -125,6 +125,7 @@ int main(int argc, char** argv) {
     ddp::Group& group = *joined;
     const int rank = group.rank(), world = group.size();
     const torch::Device device = ddp::device_for(group.info);
+    ddp::split_global_batch(o, world);  // --global-batch: the per-rank batch follows the world
     const ddp::Faults faults(o, rank, world);  // --kill-rank, --straggle-rank, --skip-rank
     ddp::RunOutput out(o.out, rank);
     // Every collective is recorded, so that a failed one says which rank is to blame (Note
@@ -147,7 +148,7 @@ int main(int argc, char** argv) {
     const int64_t n_batches = (sampler.num_samples() + o.batch_size - 1) / o.batch_size;  // per epoch, last one short
     const int64_t steps_per_epoch = (n_batches + o.grad_accum - 1) / o.grad_accum;
     const int64_t total_steps = std::min<int64_t>(o.epochs * steps_per_epoch, o.max_steps.value_or(INT32_MAX));
-    const ddp::SamplerState sampler_state{o.seed, steps_per_epoch};  // goes into every checkpoint
+    const ddp::SamplerState sampler_state{o.seed, steps_per_epoch, int64_t{world} * o.batch_size * o.grad_accum, world};  // into every checkpoint
 
     // 3. The model, the same on every rank (DDP broadcasts rank 0's weights), and a stock optimizer.
     ddp::AnyModel model = ddp::make_model(o.model, o.seed, o.sync_bn ? ddp::sync_batch_norm(group) : nullptr);
@@ -176,7 +177,8 @@ int main(int argc, char** argv) {
     // 5. Train. Each step: o.grad_accum micro-batches, all but the last under no_sync().
     ddp::Progress progress(out, total_steps, steps_per_epoch, o.epochs, world * o.batch_size * o.grad_accum, o.log_every);
     std::optional<ddp::Evaluation> last_eval;
-    int64_t order_size = 0;
+    std::vector<int64_t> order;  // this epoch's indices for this rank
+    ddp::SampleLog sample_log(o.record_samples, rank);  // --record-samples: which images each step saw
     ddp::StopVote stop_vote(group);  // Note [Stopping together without a sync per step]
     ddp::GpuTimeline gpu_timeline(device);  // with --trace on a GPU: what the GPU ran (Note [A GPU's timeline])
     if (o.drill_after && step == 0) ddp::drill_preemption(preempt_signal, *o.drill_after);  // once: not after a resume
@@ -184,10 +186,10 @@ int main(int argc, char** argv) {
       recorder.set_step(step);
       faults.before_step(step, ddp_model);
       const int64_t epoch = step / steps_per_epoch, in_epoch = step % steps_per_epoch;
-      if (order_size == 0 || in_epoch == 0) {
+      if (order.empty() || in_epoch == 0) {
         sampler.set_epoch(epoch);
-        const std::vector<int64_t> order = sampler.indices();
-        batches.set_order(order), order_size = static_cast<int64_t>(order.size());
+        order = sampler.indices();
+        batches.set_order(order);
       }
       const double lr = learning_rate(o, step, total_steps);
       for (auto& g : optimizer->param_groups()) g.options().set_lr(lr);
@@ -197,7 +199,8 @@ int main(int argc, char** argv) {
       torch::Tensor step_loss = torch::zeros({}, torch::TensorOptions(torch::kFloat64).device(device));
       for (int64_t b = first; b < last; ++b) {
         auto no_sync = b + 1 < last ? ddp_model.no_sync() : nullptr;  // communicate on the last only
-        const int64_t from = b * o.batch_size, to = std::min<int64_t>(from + o.batch_size, order_size);
+        const int64_t from = b * o.batch_size, to = std::min<int64_t>(from + o.batch_size, order.size());
+        sample_log.record(step, order, from, to);
         torch::Tensor images, labels, loss;
         {
           ddp::Span span("data");

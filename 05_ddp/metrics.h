@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -79,6 +80,18 @@ class Progress {
   double first_done_ = -1, last_done_ = -1;
   double paused_ = 0, paused_since_line_ = 0;  // seconds in a Pause since the first step / the last line
   int64_t timed_steps_ = -1;
+};
+
+// --record-samples <path>: each rank appends "step i1 i2 ..." (the dataset indices of each of
+// its micro-batches) to <path>.rank<r>; a resumed run continues the file. Off with "".
+class SampleLog {
+ public:
+  SampleLog(const std::string& path, int rank);
+  ~SampleLog();
+  void record(int64_t step, const std::vector<int64_t>& order, int64_t from, int64_t to);
+
+ private:
+  std::FILE* f_ = nullptr;
 };
 
 }  // namespace ddp

@@ -1,6 +1,9 @@
 // provides: add_trainer_options(): the one definition of 05's flags and their limits.
 #include "05_ddp/options.h"
 
+#include "common/errors.h"
+#include "common/log.h"
+
 namespace ddp {
 
 void add_trainer_options(CLI::App& app, TrainerOptions& o) {
@@ -8,7 +11,12 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
       ->check(CLI::IsMember({"mlp", "cnn", "cnn_bn"}));
   app.add_flag("--sync-bn", o.sync_bn, "SyncBatchNorm: BatchNorm statistics over all ranks' batches, not each rank's own (--model cnn_bn)");
   app.add_option("--epochs", o.epochs, "Passes over the training set [default 3]")->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", o.batch_size, "Samples per rank per micro-batch [default 64]")->check(CLI::PositiveNumber);
+  auto* batch = app.add_option("--batch-size", o.batch_size, "Samples per rank per micro-batch [default 64]")->check(CLI::PositiveNumber);
+  app.add_option("--global-batch", o.global_batch,
+                 "Samples per optimizer step over all ranks; the per-rank batch is this / (world size x --grad-accum), so "
+                 "a run can resume at another world size")
+      ->check(CLI::PositiveNumber)
+      ->excludes(batch);
   app.add_option("--grad-accum", o.grad_accum, "Micro-batches per optimizer step, all but the last under no_sync() [default 1]")
       ->check(CLI::PositiveNumber);
   app.add_option("--optimizer", o.optimizer, "sgd (with --momentum) or adamw [default sgd]")->check(CLI::IsMember({"sgd", "adamw"}));
@@ -45,12 +53,19 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
   app.add_option("--on-failure", o.on_failure,
                  "With --nproc-per-node: 02_spawn's --on-failure (stop the others, or wait and let them diagnose the failure themselves)")
       ->check(CLI::IsMember({"stop", "wait"}));
+  app.add_option("--max-restarts", o.max_restarts,
+                 "With --nproc-per-node: when a rank fails, restart all ranks up to N times; they resume from the last checkpoint")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--kill-rank", o.kill_rank, "Fault injection: this rank kills itself (SIGKILL) ...")->check(CLI::NonNegativeNumber);
   app.add_option("--kill-at-step", o.kill_at_step, "... after finishing this step")->check(CLI::NonNegativeNumber);
+  app.add_flag("--kill-node", o.kill_node,
+               "... and its launcher with it (torchrun's agent or 02_spawn: the parent process), as when a whole node dies");
   app.add_option("--straggle-rank", o.straggle_rank, "Fault injection: this rank is a straggler ...")->check(CLI::NonNegativeNumber);
   app.add_option("--straggle-ms", o.straggle_ms, "... sleeping this many milliseconds before every step")->check(CLI::PositiveNumber);
   app.add_option("--skip-rank", o.skip_rank, "Fault injection: this rank does not start bucket 0's all-reduce ...")->check(CLI::NonNegativeNumber);
   app.add_option("--skip-at-step", o.skip_at_step, "... in this step")->check(CLI::NonNegativeNumber);
+  app.add_option("--record-samples", o.record_samples,
+                 "Each rank appends the dataset indices of every step to <path>.rank<r> (which images each rank saw)");
   app.add_option("--trace", o.trace,
                  "Write a Chrome/Perfetto timeline: each rank <stem>.rank<r>.json, merged by rank 0 into this file at the end");
   app.add_option("--requeue-signal", o.requeue_signal,
@@ -59,6 +74,19 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
   app.add_option("--drill-after", o.drill_after,
                  "Rehearse a preemption: each rank sends itself --requeue-signal this many seconds into training (not in a resumed run)")
       ->check(CLI::PositiveNumber);
+}
+
+void split_global_batch(TrainerOptions& o, int world) {
+  if (!o.global_batch) return;
+  const int64_t per_step = static_cast<int64_t>(world) * o.grad_accum;
+  if (*o.global_batch % per_step != 0) {
+    throw UsageError("--global-batch " + std::to_string(*o.global_batch) + " does not divide into " + std::to_string(world) +
+                     " ranks x " + std::to_string(o.grad_accum) + " micro-batches (--grad-accum): choose a multiple of " +
+                     std::to_string(per_step));
+  }
+  o.batch_size = static_cast<int>(*o.global_batch / per_step);
+  log0("global batch " + std::to_string(*o.global_batch) + " = " + std::to_string(world) + " ranks x " + std::to_string(o.batch_size) +
+       " images x " + std::to_string(o.grad_accum) + " micro-batch(es)");
 }
 
 }  // namespace ddp

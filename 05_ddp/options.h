@@ -12,6 +12,7 @@ struct TrainerOptions {
   bool sync_bn = false;       // BatchNorm statistics over all ranks (Note [SyncBatchNorm])
   int epochs = 3;
   int batch_size = 64;  // per rank and micro-batch, as a Python DataLoader's batch_size
+  std::optional<int> global_batch;  // or this, over all ranks and micro-batches: the batch size follows the world
   int grad_accum = 1;   // micro-batches per optimizer step (all but the last under no_sync())
   std::string optimizer = "sgd";  // sgd (with momentum) | adamw
   double lr = 0.05, momentum = 0.9, weight_decay = 0;
@@ -35,12 +36,15 @@ struct TrainerOptions {
   std::string save_init, save_params;
   // launching and faults
   std::optional<int> nproc_per_node;
-  std::string on_failure;  // passed on to 02_spawn with --nproc-per-node
+  std::string on_failure;             // passed on to 02_spawn with --nproc-per-node
+  std::optional<int> max_restarts;    // likewise
   std::optional<int> kill_rank, kill_at_step;
+  bool kill_node = false;  // with --kill-rank: its launcher (parent) too, as a node that dies
   std::optional<int> straggle_rank;
   int straggle_ms = 0;
   std::optional<int> skip_rank, skip_at_step;
   // seeing inside the run
+  std::string record_samples;  // each rank writes the dataset indices of every step to <path>.rank<r>
   std::string trace;  // Chrome/Perfetto timeline: <stem>.rank<r>.json per rank, merged into this file
   // preemption (see Note [Preemption and requeue])
   std::string requeue_signal = "USR2";
@@ -48,5 +52,9 @@ struct TrainerOptions {
 };
 
 void add_trainer_options(CLI::App& app, TrainerOptions& o);
+
+// With --global-batch: sets batch_size to global / (world x grad_accum), or throws UsageError
+// naming the numbers when that does not divide. Logs the split either way.
+void split_global_batch(TrainerOptions& o, int world);
 
 }  // namespace ddp

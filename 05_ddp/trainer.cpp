@@ -125,6 +125,8 @@ void checkpoint(const std::string& dir, int64_t step, const SamplerState& sample
       a.write("epoch", torch::tensor(static_cast<int64_t>(step / sampler.steps_per_epoch)));
       a.write("sampler.seed", torch::tensor(static_cast<int64_t>(sampler.seed)));
       a.write("sampler.steps_per_epoch", torch::tensor(sampler.steps_per_epoch));
+      a.write("sampler.global_batch", torch::tensor(sampler.global_batch));
+      a.write("sampler.world", torch::tensor(sampler.world));
       // Nothing in this trainer draws from it after the start, but a model with dropout would:
       // resuming must continue its random stream, not restart it.
       a.write("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
@@ -135,6 +137,42 @@ void checkpoint(const std::string& dir, int64_t step, const SamplerState& sample
     log("checkpoint written: " + path);
   }
   run(group, "barrier", "checkpoint", 0, [&] { return group.pg->barrier(); });
+}
+
+// Note [Resuming at another world size]
+// DistributedSampler gives rank r the indices r, r+W, r+2W, ... of the epoch's (padded)
+// permutation, and each rank takes them b at a time: global step k therefore consumes the block
+// of G = W·b·accumulation indices starting at k·G, whatever W is. A checkpoint's step is a
+// position in the data that any world size reaches, as long as G (and so the steps per epoch)
+// stays the same: 2 ranks of 32 and 4 ranks of 16 see the same 64 images at step k. What
+// differs is the order of floating-point sums, and the padding of an epoch's last step. So a
+// resume may change the world size but not the global batch: --global-batch keeps it fixed
+// while the per-rank batch follows the world.
+void check_same_data_position(const std::string& path, const SamplerState& saved, const SamplerState& now) {
+  const auto g = [](const SamplerState& s) {
+    return std::to_string(s.global_batch) + " (" + std::to_string(s.world) + " ranks x " +
+           std::to_string(s.global_batch / std::max<int64_t>(1, s.world)) + " images per rank and step)";
+  };
+  if (saved.seed != now.seed) {
+    throw UsageError(path + " was written by a run with --seed " + std::to_string(saved.seed) + ", this run has " +
+                     std::to_string(now.seed) + ": resume with the same seed, or start over with --reset");
+  }
+  if (saved.global_batch != 0 && saved.global_batch != now.global_batch) {
+    throw UsageError(path + " was written with a global batch of " + g(saved) + "; this run's is " + g(now) +
+                     ". Its step would point to other samples: keep the global batch (--global-batch " +
+                     std::to_string(saved.global_batch) + "), or start over with --reset");
+  }
+  if (saved.steps_per_epoch != now.steps_per_epoch) {
+    throw UsageError(path + " was written by a run with " + std::to_string(saved.steps_per_epoch) + " steps per epoch; this run has " +
+                     std::to_string(now.steps_per_epoch) +
+                     " (world size, --batch-size, --grad-accum and the data decide it). Resume with the same settings, "
+                     "or start over with --reset");
+  }
+  if (saved.world != 0 && saved.world != now.world) {
+    log0("resuming a run of " + std::to_string(saved.world) + " ranks with " + std::to_string(now.world) +
+         ": the same global batch of " + std::to_string(now.global_batch) + ", so every step meets the same samples "
+         "(Note [Resuming at another world size])");
+  }
 }
 
 int64_t resume(const std::string& dir, const torch::Device& device, const std::optional<SamplerState>& sampler,
@@ -162,17 +200,14 @@ int64_t resume(const std::string& dir, const torch::Device& device, const std::o
     gen.set_state(read("rng.cpu").cpu());
     saved.seed = static_cast<uint64_t>(read("sampler.seed").item<int64_t>());
     saved.steps_per_epoch = read("sampler.steps_per_epoch").item<int64_t>();
+    torch::Tensor t;
+    if (a.try_read("sampler.global_batch", t)) saved.global_batch = t.item<int64_t>();
+    if (a.try_read("sampler.world", t)) saved.world = t.item<int64_t>();
     torch::Tensor flat;
     if (a.try_read("ddp.buckets", flat)) buckets = decode_buckets(flat.cpu());  // absent: written before the rebuild
   });
   if (buckets) ddp.restore_buckets(*buckets);
-  if (loaded && sampler && (saved.seed != sampler->seed || saved.steps_per_epoch != sampler->steps_per_epoch)) {
-    throw UsageError(loaded->path + " was written by a run with sampler seed " + std::to_string(saved.seed) + " and " +
-                     std::to_string(saved.steps_per_epoch) + " steps per epoch; this run has seed " +
-                     std::to_string(sampler->seed) + " and " + std::to_string(sampler->steps_per_epoch) +
-                     " (world size, --batch-size, --grad-accum and the data decide it). Resume with the same settings, "
-                     "or start over with --reset");
-  }
+  if (loaded && sampler) check_same_data_position(loaded->path, saved, *sampler);
   const int64_t step = loaded ? loaded->step : 0;
   // Every rank must continue from the same step, or their collectives no longer pair up.
   std::vector<torch::Tensor> lo{torch::tensor({step}, torch::kInt64).to(device)}, hi{lo[0].clone()};
@@ -269,7 +304,7 @@ int stop_for_requeue(Group& group, int64_t step, int sig) {
   return kExitPreempted;
 }
 
-int relaunch_with_02_spawn(int argc, char** argv, int nproc, const CommonFlags& flags, const std::string& on_failure) {
+int relaunch_with_02_spawn(int argc, char** argv, int nproc, const CommonFlags& flags, const TrainerOptions& o) {
   if (flags.rank) throw UsageError("--nproc-per-node starts the ranks itself: drop --rank");
   if (flags.world_size && *flags.world_size != nproc) {
     throw UsageError("--world-size " + std::to_string(*flags.world_size) + " differs from --nproc-per-node " +
@@ -284,7 +319,8 @@ int relaunch_with_02_spawn(int argc, char** argv, int nproc, const CommonFlags& 
   if (flags.timeout_s) args.insert(args.end(), {"--timeout", std::to_string(*flags.timeout_s)});
   if (flags.master_addr) args.insert(args.end(), {"--master-addr", *flags.master_addr});
   if (flags.master_port) args.insert(args.end(), {"--master-port", std::to_string(*flags.master_port)});
-  if (!on_failure.empty()) args.insert(args.end(), {"--on-failure", on_failure});
+  if (!o.on_failure.empty()) args.insert(args.end(), {"--on-failure", o.on_failure});
+  if (o.max_restarts) args.insert(args.end(), {"--max-restarts", std::to_string(*o.max_restarts)});
   args.insert(args.end(), {"--", self});
   for (int i = 1; i < argc; ++i) {  // the same flags, minus --nproc-per-node
     const std::string a = argv[i];
@@ -303,16 +339,21 @@ int relaunch_with_02_spawn(int argc, char** argv, int nproc, const CommonFlags& 
   throw std::runtime_error("cannot start " + launcher + ": " + std::strerror(errno));
 }
 
-Faults::Faults(const TrainerOptions& o, int rank, int world) : o_(o), rank_(rank) {
+Faults::Faults(const TrainerOptions& o, int rank, int world) : o_(o), rank_(rank), first_attempt_(restart_count() == 0) {
   if (o.kill_rank.has_value() != o.kill_at_step.has_value()) throw UsageError("--kill-rank and --kill-at-step go together");
+  if (o.kill_node && !o.kill_rank) throw UsageError("--kill-node goes with --kill-rank and --kill-at-step");
   if (o.skip_rank.has_value() != o.skip_at_step.has_value()) throw UsageError("--skip-rank and --skip-at-step go together");
   if (o.straggle_rank.has_value() != (o.straggle_ms > 0)) throw UsageError("--straggle-rank and --straggle-ms go together");
   for (const auto& [flag, r] : {std::pair{"--kill-rank", o.kill_rank}, {"--skip-rank", o.skip_rank}, {"--straggle-rank", o.straggle_rank}}) {
     if (r && *r >= world) throw UsageError(std::string(flag) + " " + std::to_string(*r) + ": no such rank in a world of " + std::to_string(world));
   }
+  if (!first_attempt_ && (o.kill_rank || o.skip_rank || o.straggle_rank)) {
+    log0("fault injection off: this is restart " + std::to_string(restart_count()) + " (TORCHELASTIC_RESTART_COUNT)");
+  }
 }
 
 void Faults::before_step(int64_t step, DistributedDataParallel& ddp) const {
+  if (!first_attempt_) return;
   if (o_.straggle_rank == rank_) {
     Span s("straggling (--straggle-ms)", "fault");
     std::this_thread::sleep_for(std::chrono::milliseconds(o_.straggle_ms));
@@ -321,9 +362,11 @@ void Faults::before_step(int64_t step, DistributedDataParallel& ddp) const {
 }
 
 void Faults::after_step(int64_t step) const {
-  if (o_.kill_rank == rank_ && o_.kill_at_step == step) {
-    log("fault injection: SIGKILL after step " + std::to_string(step));
+  if (first_attempt_ && o_.kill_rank == rank_ && o_.kill_at_step == step) {
+    log("fault injection: SIGKILL after step " + std::to_string(step) + (o_.kill_node ? ", to this rank and its launcher (pid " +
+                                                                                            std::to_string(::getppid()) + "): a node dies" : ""));
     trace().flush();
+    if (o_.kill_node) ::kill(::getppid(), SIGKILL);
     ::raise(SIGKILL);
   }
 }

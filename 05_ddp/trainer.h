@@ -23,9 +23,13 @@ int64_t count_parameters(const std::vector<torch::Tensor>& params);
 // Where the data order stands: the sampler's seed and how many steps make an epoch (which
 // follows from world size, batch size and --grad-accum). With the step they fix the epoch and
 // the position in it, so a resumed run sees exactly the batches an uninterrupted one would.
+// Where a run is in its data: what a checkpoint needs so that a resumed run meets the same
+// samples at the same step. See Note [Resuming at another world size].
 struct SamplerState {
   uint64_t seed = 0;
   int64_t steps_per_epoch = 0;
+  int64_t global_batch = 0;  // world x per-rank batch x accumulation; 0: a checkpoint older than it
+  int64_t world = 0;
 };
 
 // Rank 0 writes model, optimizer, step, epoch, sampler state and RNG state to `dir`
@@ -36,8 +40,9 @@ void checkpoint(const std::string& dir, int64_t step, const SamplerState& sample
 
 // Every rank loads the newest readable checkpoint of `dir` onto its own device; the ranks then
 // check that they all resumed at the same step. To continue training, `sampler` is given: a
-// checkpoint whose sampler state differs (another seed, world size or batch size) is refused
-// with UsageError, as its step would point to other batches. To evaluate only, any will do
+// checkpoint whose sampler state differs (another seed, global batch or steps per epoch) is
+// refused with UsageError, as its step would point to other samples; another world size with
+// the same global batch continues (Note [Resuming at another world size]). To evaluate only, any will do
 // (std::nullopt). Returns the step the checkpoint was written at (0: none).
 int64_t resume(const std::string& dir, const torch::Device& device, const std::optional<SamplerState>& sampler,
                torch::nn::Module& model, torch::optim::Optimizer& opt, DistributedDataParallel& ddp, Group& group);
@@ -75,11 +80,12 @@ int stop_for_requeue(Group& group, int64_t step, int sig);
 
 // --nproc-per-node N: replaces this process with `02_spawn --nproc-per-node N -- <this program>
 // <the same flags>`; chapter 02's launcher forks the ranks, watches them and reports failures.
-int relaunch_with_02_spawn(int argc, char** argv, int nproc, const CommonFlags& flags, const std::string& on_failure);
+int relaunch_with_02_spawn(int argc, char** argv, int nproc, const CommonFlags& flags, const TrainerOptions& o);
 
 // The faults --kill-rank, --straggle-rank and --skip-rank inject, each in one rank, for real:
 // see Note [Flight recorder] for what the other ranks then say. The constructor checks the
-// flags (UsageError).
+// flags (UsageError). They fire in a run's first attempt only: after a restart
+// (TORCHELASTIC_RESTART_COUNT > 0, set by 02_spawn and torchrun) the run is meant to finish.
 class Faults {
  public:
   Faults(const TrainerOptions& o, int rank, int world);
@@ -89,6 +95,7 @@ class Faults {
  private:
   const TrainerOptions& o_;
   int rank_;
+  bool first_attempt_;
 };
 
 }  // namespace ddp

@@ -108,6 +108,11 @@ EnvLookup process_env() {
   };
 }
 
+int restart_count(const EnvLookup& env) {
+  const auto v = env("TORCHELASTIC_RESTART_COUNT");
+  return v ? parse_int(*v, "environment variable TORCHELASTIC_RESTART_COUNT") : 0;
+}
+
 GpuCount gpu_count_from(const EnvLookup& env, const std::function<int()>& real_count) {
   if (auto v = env("DDP_GPU_COUNT")) {
     const int n = parse_int(*v, "environment variable DDP_GPU_COUNT");

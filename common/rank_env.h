@@ -54,6 +54,10 @@ struct RankInfo {
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 EnvLookup process_env();
 
+// Which attempt of the run this process belongs to: TORCHELASTIC_RESTART_COUNT, set by torchrun
+// and by 02_spawn --max-restarts (0 at first, +1 per restart); 0 when unset.
+int restart_count(const EnvLookup& env = process_env());
+
 // True for an environment variable that steers who a process is or where it meets its peers
 // (RANK, WORLD_SIZE, LOCAL_*, GROUP_RANK, MASTER_*, GLOO_SOCKET_IFNAME, SLURM_*, TORCHELASTIC_*):
 // what a launcher of its own (the tests, 06_slurm --local) must not pass on from its caller.

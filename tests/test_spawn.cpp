@@ -188,3 +188,33 @@ TEST(Spawn, TheDefaultBackendFollowsTheGpusOfTheHost) {
   r = run_one(explain, 30);
   EXPECT_NE(r.output.find("backend          = gloo   <- default: no GPU (env DDP_GPU_COUNT)"), std::string::npos) << r.output;
 }
+
+// torchrun's --max-restarts: a worker fails, every worker is stopped, and all start again with a
+// fresh store; the injected fault fires in the first attempt only, so the second one passes.
+TEST(SpawnRestart, AFailedAttemptRestartsAllWorkersAndTheRunFinishes) {
+  auto r = run_one(spawn({"--world-size", "3", "--fail-rank", "1", "--fail-mode", "kill", "--max-restarts", "2"}), 90);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(count(r.output, "[launcher] starting 3 workers (1 node(s) x 3 per node, attempt 1 of at most 3)"), 1) << r.output;
+  EXPECT_EQ(count(r.output, "[launcher] starting 3 workers (1 node(s) x 3 per node, attempt 2 of at most 3)"), 1) << r.output;
+  // The first attempt's report stays: rank 1 killed, the others stopped by the launcher.
+  EXPECT_NE(r.output.find("first: rank 1\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("attempt 1 failed (exit 137): restarting all 3 workers (restart 1 of 2)"), std::string::npos) << r.output;
+  EXPECT_EQ(count(r.output, "= 3, n(n-1)/2 = 3: OK"), 3) << r.output;  // the second attempt, every rank
+  EXPECT_EQ(count(r.output, "attempt 3"), 0) << r.output;
+}
+
+// A failure that a restart does not cure: every attempt fails, each report is printed, and the
+// exit code is the last attempt's. The attempt number reaches a program in its environment.
+TEST(SpawnRestart, WhenEveryAttemptFailsTheLastAttemptsExitCodeIsReturned) {
+  auto r = run_one(spawn({"--world-size", "2", "--max-restarts", "2", "--on-failure", "wait", "--", "/bin/sh", "-c",
+                          "echo attempt=$TORCHELASTIC_RESTART_COUNT rank=$RANK; exit $((4 + TORCHELASTIC_RESTART_COUNT))"}),
+                   60);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 6) << r.output;
+  for (int a : {0, 1, 2}) EXPECT_EQ(count(r.output, "attempt=" + std::to_string(a) + " rank="), 2) << r.output;
+  EXPECT_EQ(count(r.output, "workers failed; first: rank"), 3) << r.output;
+  EXPECT_NE(r.output.find("no restarts left (--max-restarts 2)"), std::string::npos) << r.output;
+  auto bad = run_one(spawn({"--world-size", "2", "--max-restarts", "-1"}), 30);
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+}

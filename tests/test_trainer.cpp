@@ -3,6 +3,7 @@
 // the launchers (own spawner, separate shells, torchrun), and the accuracy target.
 #include <gtest/gtest.h>
 #include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -200,6 +201,109 @@ TEST(Trainer, KilledAndResumedEndsBitIdenticalToAnUninterruptedRun) {
   EXPECT_NE(resumed.output.find("resumed from " + b + "/checkpoints/ckpt-000000035.pt at step 35"), std::string::npos)
       << resumed.output;
   EXPECT_EQ(fingerprint(resumed), fingerprint(whole));
+
+  // The same kill with --max-restarts 1: the launcher restarts both ranks by itself, the fault
+  // does not fire again (TORCHELASTIC_RESTART_COUNT=1), and the run ends as the uninterrupted one.
+  const std::string c = temp_dir();
+  auto restarted = trainer(2, plus(small_run(c), plus(run, {"--kill-rank", "1", "--kill-at-step", "36", "--max-restarts", "1"})));
+  expect_ok(restarted);
+  EXPECT_NE(restarted.output.find("rank 1 failed (signal 9"), std::string::npos) << restarted.output;
+  EXPECT_NE(restarted.output.find("attempt 1 failed (exit 137): restarting all 2 workers (restart 1 of 1)"), std::string::npos)
+      << restarted.output;
+  EXPECT_NE(restarted.output.find("fault injection off: this is restart 1 (TORCHELASTIC_RESTART_COUNT)"), std::string::npos)
+      << restarted.output;
+  EXPECT_NE(restarted.output.find("resumed from " + c + "/checkpoints/ckpt-000000035.pt at step 35"), std::string::npos)
+      << restarted.output;
+  EXPECT_EQ(fingerprint(restarted), fingerprint(whole));
+  std::system(("rm -rf " + a + " " + b + " " + c).c_str());
+}
+
+// The indices each step of a --record-samples run saw, all ranks together: step -> indices.
+std::map<int, std::vector<int>> recorded_steps(const std::string& path, int world) {
+  std::map<int, std::vector<int>> steps;
+  for (int r = 0; r < world; ++r) {
+    std::istringstream in(read_text(path + ".rank" + std::to_string(r)));
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      int step = -1, index = 0;
+      fields >> step;
+      while (fields >> index) steps[step].push_back(index);
+    }
+  }
+  return steps;
+}
+
+// Note [Resuming at another world size]: a 2-rank run with --global-batch 64 (32 per rank), killed
+// in the middle of its first epoch and resumed at 4 ranks (16 per rank), continues at the same
+// step with the same samples: each training image of that epoch is seen exactly once, and the
+// end is within float rounding of the uninterrupted 2-rank run. A resume that would change the
+// global batch is refused, naming the numbers, and so is a world that does not divide it.
+TEST(Trainer, AResumeAtAnotherWorldSizeKeepsTheGlobalBatchAndSeesEachImageOnce) {
+  const std::string a = temp_dir(), b = temp_dir();
+  const std::vector<std::string> run = {"--train-samples", "2048", "--test-samples", "500", "--global-batch", "64", "--warmup-steps", "5",
+                                        "--log-every", "10", "--timeout", "20", "--max-steps", "40", "--ckpt-every", "5"};
+  auto whole = trainer(2, plus(run, {"--out", a, "--save-params", a + "/final.pt"}));
+  expect_ok(whole);
+  EXPECT_NE(whole.output.find("global batch 64 = 2 ranks x 32 images x 1 micro-batch(es)"), std::string::npos) << whole.output;
+  // 32 steps per epoch; rank 1 dies after step index 22: the checkpoint of step 20 is the latest.
+  auto killed = trainer(2, plus(run, {"--out", b, "--record-samples", b + "/killed", "--kill-rank", "1", "--kill-at-step", "22"}));
+  EXPECT_NE(killed.exit_code, 0) << killed.output;
+  const std::string ckpt20 = read_text(b + "/checkpoints/ckpt-000000020.pt");
+  ASSERT_FALSE(ckpt20.empty());
+
+  auto three = trainer(3, plus(run, {"--out", b}));  // 64 images do not split over 3 ranks
+  EXPECT_EQ(three.exit_code, 2) << three.output;
+  EXPECT_NE(three.output.find("--global-batch 64 does not divide into 3 ranks x 1 micro-batches (--grad-accum): choose a multiple of 3"),
+            std::string::npos) << three.output;
+  std::vector<std::string> other_batch = run;  // 4 ranks x 32: a global batch of 128
+  other_batch.erase(std::find(other_batch.begin(), other_batch.end(), "--global-batch"), std::find(other_batch.begin(), other_batch.end(), "--warmup-steps"));
+  auto refused = trainer(4, plus(other_batch, {"--out", b, "--batch-size", "32"}));
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("was written with a global batch of 64 (2 ranks x 32 images per rank and step); this run's is 128 "
+                                "(4 ranks x 32 images per rank and step). Its step would point to other samples: keep the global batch "
+                                "(--global-batch 64), or start over with --reset"),
+            std::string::npos) << refused.output;
+  EXPECT_EQ(read_text(b + "/checkpoints/ckpt-000000020.pt"), ckpt20) << "a refused resume must leave the checkpoint as it was";
+
+  auto resumed = trainer(4, plus(run, {"--out", b, "--record-samples", b + "/resumed", "--save-params", b + "/final.pt"}));
+  expect_ok(resumed);
+  EXPECT_NE(resumed.output.find("global batch 64 = 4 ranks x 16 images"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("resuming a run of 2 ranks with 4: the same global batch of 64"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from " + b + "/checkpoints/ckpt-000000020.pt at step 20"), std::string::npos) << resumed.output;
+
+  // Epoch 0 is steps 0-31: 0-19 from the killed run, 20-31 from the resumed one.
+  const auto before = recorded_steps(b + "/killed", 2), after = recorded_steps(b + "/resumed", 4);
+  std::vector<int> seen;
+  for (int step = 0; step < 32; ++step) {
+    const auto& from = step < 20 ? before : after;
+    ASSERT_TRUE(from.count(step)) << "step " << step << " was not recorded";
+    EXPECT_EQ(from.at(step).size(), 64u) << "step " << step;
+    seen.insert(seen.end(), from.at(step).begin(), from.at(step).end());
+  }
+  std::sort(seen.begin(), seen.end());
+  std::vector<int> each_once(2048);
+  for (int i = 0; i < 2048; ++i) each_once[i] = i;
+  EXPECT_EQ(seen, each_once) << "every image of the epoch exactly once";
+  // The same 64 images at each step, split 4 ways instead of 2.
+  for (int step = 20; step < 23; ++step) {
+    auto x = before.at(step), y = after.at(step);
+    std::sort(x.begin(), x.end()), std::sort(y.begin(), y.end());
+    EXPECT_EQ(x, y) << "step " << step;
+  }
+#ifdef DDP_REFERENCE_PYTHON
+  // Within float rounding of the uninterrupted run: 4 ranks add in another order.
+  ProcSpec py{{DDP_REFERENCE_PYTHON, "-c",
+               "import sys; sys.path.insert(0, '" + std::string(DDP_SOURCE_DIR) + "/tests'); from reference_util import load_list; "
+               "a, b = load_list(sys.argv[1]), load_list(sys.argv[2]); "
+               "print('max |diff| = %.3g' % max((x - y).abs().max().item() for x, y in zip(a, b)))",
+               a + "/final.pt", b + "/final.pt"}};
+  auto diff = run_one(py, 60);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(diff.output, m, std::regex("max \\|diff\\| = ([-0-9.eE+]+)"))) << diff.output;
+  EXPECT_LT(std::stod(m[1]), 1e-6) << diff.output;  // measured 2.98e-08 (LibTorch 1.13)
+  std::printf("resumed at 4 ranks vs uninterrupted at 2: %s\n", diff.output.c_str());
+#endif
   std::system(("rm -rf " + a + " " + b).c_str());
 }
 
@@ -429,6 +533,68 @@ TEST(Trainer, RealTorchrunNoPython) {
   expect_ok(r);
   EXPECT_EQ(count(r.output, "check: every rank holds the same parameters: OK"), 1) << r.output;
   EXPECT_NE(read_text(out + "/rank1.log").find("[rank 1/2]"), std::string::npos);
+  std::system(("rm -rf " + out).c_str());
+#endif
+}
+
+// torchrun's --max-restarts around our trainer: rank 1 is killed once, torchrun stops the other
+// worker and starts both again (TORCHELASTIC_RESTART_COUNT=1: no second kill); they resume from
+// the checkpoint of step 35 and end bit-identical to an uninterrupted run of our own launcher.
+TEST(Trainer, RealTorchrunRestartsAKilledRankAndTheRunEndsAsIfUninterrupted) {
+#ifndef DDP_TORCHRUN_PYTHON
+  GTEST_SKIP() << "no torchrun of this LibTorch's version (DDP_TORCHRUN_PYTHON: the cuda flavour's virtualenv has one; "
+                  "Debian's torchrun 1.13 does not run on Python 3.11)";
+#else
+  const std::string a = temp_dir(), b = temp_dir();
+  const std::vector<std::string> run = {"--max-steps", "45", "--ckpt-every", "5"};
+  auto whole = trainer(2, plus(small_run(a), run));
+  expect_ok(whole);
+  ProcSpec s{plus({DDP_TORCHRUN_PYTHON, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", std::to_string(free_port()),
+                   "--max-restarts", "2", "--monitor-interval", "0.2", "--no-python", bin("05_ddp")},
+                  plus(small_run(b), plus(run, {"--kill-rank", "1", "--kill-at-step", "36"})))};
+  auto r = run_one(s, 240);
+  expect_ok(r);
+  EXPECT_NE(r.output.find("fault injection: SIGKILL after step 36"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("fault injection off: this is restart 1 (TORCHELASTIC_RESTART_COUNT)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("resumed from " + b + "/checkpoints/ckpt-000000035.pt at step 35"), std::string::npos) << r.output;
+  EXPECT_EQ(fingerprint(r), fingerprint(whole));
+  std::system(("rm -rf " + a + " " + b).c_str());
+#endif
+}
+
+// torchrun --nnodes 1:2 with the c10d rendezvous: two agents on this machine are two nodes of one
+// rank each, global batch 64. The node of rank 1 dies after step 22 (its worker kills its agent,
+// then itself: --kill-node). The surviving agent's worker fails on its next collective; the agent
+// restarts it, the rendezvous closes with the one node left, and the run resumes from the
+// checkpoint of step 20 at world size 1, 64 images per step, and finishes. The first agent hosts
+// the rendezvous store and starts first: the lower pid, so rank 0 (ranks follow the sorted node
+// descriptors, host and pid), and the second agent's node is the one that dies.
+TEST(Trainer, RealTorchrunElasticANodeLeavesAndTrainingGoesOnWithTheSameGlobalBatch) {
+#ifndef DDP_TORCHRUN_PYTHON
+  GTEST_SKIP() << "no torchrun of this LibTorch's version (DDP_TORCHRUN_PYTHON: the cuda flavour's virtualenv has one; "
+                  "Debian's torchrun 1.13 does not run on Python 3.11)";
+#else
+  const std::string out = temp_dir();
+  const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  const auto agent = [&](bool host) {
+    ProcSpec s{{DDP_TORCHRUN_PYTHON, "-m", "torch.distributed.run", "--nnodes", "1:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                "--rdzv-endpoint", endpoint, "--rdzv-id", "elastic-test", "--rdzv-conf",
+                std::string("is_host=") + (host ? "1" : "0") + ",last_call_timeout=8,keep_alive_interval=1,keep_alive_max_attempt=2,join_timeout=60",
+                "--max-restarts", "3", "--monitor-interval", "0.2", "--no-python", bin("05_ddp"), "--train-samples", "2048", "--test-samples",
+                "500", "--global-batch", "64", "--warmup-steps", "5", "--log-every", "10", "--timeout", "20", "--max-steps", "40",
+                "--ckpt-every", "5", "--out", out, "--kill-rank", "1", "--kill-at-step", "22", "--kill-node"}};
+    s.start_delay_s = host ? 0 : 1;
+    return s;
+  };
+  auto rs = run_all({agent(true), agent(false)}, 240);
+  const ProcResult &survivor = rs[0], &lost = rs[1];
+  ASSERT_EQ(lost.term_signal, SIGKILL) << "the second agent's node should be the one that died\n" << lost.output << "\n----\n" << survivor.output;
+  expect_ok(survivor);
+  EXPECT_NE(survivor.output.find("global batch 64 = 2 ranks x 32 images"), std::string::npos) << survivor.output;
+  EXPECT_NE(survivor.output.find("resuming a run of 2 ranks with 1: the same global batch of 64"), std::string::npos) << survivor.output;
+  EXPECT_NE(survivor.output.find("resumed from " + out + "/checkpoints/ckpt-000000020.pt at step 20"), std::string::npos) << survivor.output;
+  EXPECT_NE(survivor.output.find("global batch 64 = 1 ranks x 64 images"), std::string::npos) << survivor.output;
+  EXPECT_NE(last_metrics_line(out, "validation").find("\"step\":40"), std::string::npos) << read_text(out + "/metrics.jsonl");
   std::system(("rm -rf " + out).c_str());
 #endif
 }

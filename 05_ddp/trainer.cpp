@@ -344,7 +344,9 @@ Faults::Faults(const TrainerOptions& o, int rank, int world) : o_(o), rank_(rank
   if (o.kill_node && !o.kill_rank) throw UsageError("--kill-node goes with --kill-rank and --kill-at-step");
   if (o.skip_rank.has_value() != o.skip_at_step.has_value()) throw UsageError("--skip-rank and --skip-at-step go together");
   if (o.straggle_rank.has_value() != (o.straggle_ms > 0)) throw UsageError("--straggle-rank and --straggle-ms go together");
+  // The ranks are checked in the first attempt only: a restart may have a smaller world (a node left).
   for (const auto& [flag, r] : {std::pair{"--kill-rank", o.kill_rank}, {"--skip-rank", o.skip_rank}, {"--straggle-rank", o.straggle_rank}}) {
+    if (!first_attempt_) break;
     if (r && *r >= world) throw UsageError(std::string(flag) + " " + std::to_string(*r) + ": no such rank in a world of " + std::to_string(world));
   }
   if (!first_attempt_ && (o.kill_rank || o.skip_rank || o.straggle_rank)) {

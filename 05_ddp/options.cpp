@@ -85,7 +85,8 @@ void split_global_batch(TrainerOptions& o, int world) {
                      std::to_string(per_step));
   }
   o.batch_size = static_cast<int>(*o.global_batch / per_step);
-  log0("global batch " + std::to_string(*o.global_batch) + " = " + std::to_string(world) + " ranks x " + std::to_string(o.batch_size) +
+  log0("global batch " + std::to_string(*o.global_batch) + " = " + std::to_string(world) + (world == 1 ? " rank x " : " ranks x ") +
+       std::to_string(o.batch_size) +
        " images x " + std::to_string(o.grad_accum) + " micro-batch(es)");
 }
 

@@ -215,12 +215,15 @@ TEST(Trainer, KilledAndResumedEndsBitIdenticalToAnUninterruptedRun) {
   // The same kill with --max-restarts 1: the launcher restarts both ranks by itself, the fault
   // does not fire again (TORCHELASTIC_RESTART_COUNT=1), and the run ends as the uninterrupted one.
   const std::string c = temp_dir();
-  auto restarted = trainer(2, plus(small_run(c), plus(run, {"--kill-rank", "1", "--kill-at-step", "36", "--max-restarts", "1"})));
+  // --reset too: it starts the first attempt over, and must not throw away what the restart resumes.
+  auto restarted = trainer(2, plus(small_run(c), plus(run, {"--kill-rank", "1", "--kill-at-step", "36", "--max-restarts", "1", "--reset"})));
   expect_finished_after_a_restart(restarted);
   EXPECT_NE(restarted.output.find("rank 1 failed (signal 9"), std::string::npos) << restarted.output;
   EXPECT_NE(restarted.output.find("attempt 1 failed (exit 137): restarting all 2 workers (restart 1 of 1)"), std::string::npos)
       << restarted.output;
   EXPECT_NE(restarted.output.find("fault injection off: this is restart 1 (TORCHELASTIC_RESTART_COUNT)"), std::string::npos)
+      << restarted.output;
+  EXPECT_NE(restarted.output.find("--reset applies to the first attempt; this is a restart: resuming"), std::string::npos)
       << restarted.output;
   EXPECT_NE(restarted.output.find("resumed from " + c + "/checkpoints/ckpt-000000035.pt at step 35"), std::string::npos)
       << restarted.output;
@@ -603,7 +606,7 @@ TEST(Trainer, RealTorchrunElasticANodeLeavesAndTrainingGoesOnWithTheSameGlobalBa
   EXPECT_NE(survivor.output.find("global batch 64 = 2 ranks x 32 images"), std::string::npos) << survivor.output;
   EXPECT_NE(survivor.output.find("resuming a run of 2 ranks with 1: the same global batch of 64"), std::string::npos) << survivor.output;
   EXPECT_NE(survivor.output.find("resumed from " + out + "/checkpoints/ckpt-000000020.pt at step 20"), std::string::npos) << survivor.output;
-  EXPECT_NE(survivor.output.find("global batch 64 = 1 ranks x 64 images"), std::string::npos) << survivor.output;
+  EXPECT_NE(survivor.output.find("global batch 64 = 1 rank x 64 images"), std::string::npos) << survivor.output;
   EXPECT_NE(last_metrics_line(out, "validation").find("\"step\":40"), std::string::npos) << read_text(out + "/metrics.jsonl");
   std::system(("rm -rf " + out).c_str());
 #endif

@@ -380,15 +380,21 @@ TEST(Trainer, ResetStartsOverInsteadOfResuming) {
 }
 
 TEST(Trainer, ResumingWithAnotherBatchSizeIsRefused) {
-  // Its step would point into another order of batches: refused with exit 2, naming the file.
+  // Its step would point to other samples: refused with exit 2, naming the file and the numbers.
+  // So is another epoch length with the same global batch (here: fewer training images).
   const std::string out = temp_dir();
   expect_ok(trainer(2, plus(small_run(out), {"--max-steps", "10"})));
   auto r = trainer(2, plus(small_run(out), {"--max-steps", "10", "--batch-size", "16"}));
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find(out + "/checkpoints/ckpt-000000010.pt was written by a run with sampler seed 0 and 32 steps per "
-                                "epoch; this run has seed 0 and 64"),
+  EXPECT_NE(r.output.find(out + "/checkpoints/ckpt-000000010.pt was written with a global batch of 64 (2 ranks x 32 images per rank "
+                                "and step); this run's is 32 (2 ranks x 16 images per rank and step)"),
             std::string::npos)
       << r.output;
+  auto shorter = trainer(2, plus(small_run(out), {"--max-steps", "10", "--train-samples", "1984"}));
+  EXPECT_EQ(shorter.exit_code, 2) << shorter.output;
+  EXPECT_NE(shorter.output.find(out + "/checkpoints/ckpt-000000010.pt was written by a run with 32 steps per epoch; this run has 31"),
+            std::string::npos)
+      << shorter.output;
   std::system(("rm -rf " + out).c_str());
 }
 

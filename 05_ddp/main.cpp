@@ -165,8 +165,9 @@ int main(int argc, char** argv) {
     //    A restarted attempt (02_spawn/torchrun --max-restarts) gets the same flags: its --reset
     //    would throw away the progress it restarts to keep, so only the first attempt resets.
     int64_t step = 0;
-    if (o.reset && ddp::restart_count() > 0) ddp::log0("--reset applies to the first attempt; this is a restart: resuming");
-    if (o.reset && ddp::restart_count() == 0) {
+    const bool restarted = ddp::restart_count() > 0;
+    if (o.reset && restarted) ddp::log0("--reset applies to the first attempt; this is a restart: resuming");
+    if (o.reset && !restarted) {
       ddp::remove_checkpoints(out.checkpoints, group);  // or a later resume would find the old run's
     } else {
       const auto expect = o.eval_only ? std::nullopt : std::optional<ddp::SamplerState>(sampler_state);

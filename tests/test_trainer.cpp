@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/trace.h"
 #include "proc.h"
 
 using namespace ddp_test;
@@ -54,8 +55,7 @@ std::string last_metrics_line(const std::string& out, const std::string& kind) {
 
 // A number of a metrics.jsonl line; NaN if the line has none.
 double json_number(const std::string& line, const std::string& key) {
-  const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : NAN;
+  return ddp::event_number(nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false), key);
 }
 
 // The names in a folder, sorted.

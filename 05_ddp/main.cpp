@@ -185,7 +185,8 @@ int main(int argc, char** argv) {
     ddp::SampleLog sample_log(o.record_samples, rank);  // --record-samples: which images each step saw
     ddp::StopVote stop_vote(group);  // Note [Stopping together without a sync per step]
     ddp::GpuTimeline gpu_timeline(device);  // with --trace on a GPU: what the GPU ran (Note [A GPU's timeline])
-    if (o.drill_after && step == 0) ddp::drill_preemption(preempt_signal, *o.drill_after);  // once: not after a resume
+    const bool fresh_run = step == 0;  // the drills rehearse once: not after a resume
+    if (o.drill_after && fresh_run) ddp::drill_preemption(preempt_signal, *o.drill_after);
     for (; step < total_steps; ++step) {
       recorder.set_step(step);
       faults.before_step(step, ddp_model);
@@ -226,6 +227,7 @@ int main(int argc, char** argv) {
         ddp::log0("fp16: inf/NaN gradients at step " + std::to_string(step) + ": step skipped, loss scale halved");
       }
       progress.step_done(step, step_loss, lr);
+      if (o.drill_at_step == step + 1 && fresh_run) ::raise(preempt_signal);  // as if the scheduler sent it now
 
       const bool epoch_end = in_epoch == steps_per_epoch - 1 || step + 1 == total_steps;
       if (epoch_end) {

@@ -91,6 +91,7 @@ void Progress::step_done(int64_t step, const torch::Tensor& loss, double lr) {
   ++steps_since_;
   if (first_done_ < 0) first_done_ = now;
   last_done_ = now;
+  paused_before_last_ = paused_;
   ++timed_steps_;
   if (since_ < 0) {  // the clock starts after the first step, which also pays for warming up
     since_ = now;
@@ -129,10 +130,14 @@ Progress::Pause::~Pause() {
 }
 
 void Progress::summary() const {
-  if (timed_steps_ < 1 || last_done_ - first_done_ - paused_ <= 0) return;
+  // From the end of the first step to the end of the last, less the pauses in between (the
+  // validation and checkpoint after the last step came later: subtracting them too had a
+  // resumed run of 50 steps report twice its real rate).
+  const double busy = last_done_ - first_done_ - paused_before_last_;
+  if (timed_steps_ < 1 || busy <= 0) return;
   char line[160];
   std::snprintf(line, sizeof(line), "throughput: %.1f samples/s over %lld steps (all ranks; the first step left out)",
-                static_cast<double>(timed_steps_ * samples_per_step_) / (last_done_ - first_done_ - paused_),
+                static_cast<double>(timed_steps_ * samples_per_step_) / busy,
                 static_cast<long long>(timed_steps_));
   log0(line);
 }

@@ -79,6 +79,7 @@ class Progress {
   int64_t steps_since_ = 0, untimed_ = 0;
   double first_done_ = -1, last_done_ = -1;
   double paused_ = 0, paused_since_line_ = 0;  // seconds in a Pause since the first step / the last line
+  double paused_before_last_ = 0;  // paused_ when the last step was done: later pauses (the final validation) are outside
   int64_t timed_steps_ = -1;
 };
 

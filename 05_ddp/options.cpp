@@ -74,6 +74,9 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
   app.add_option("--drill-after", o.drill_after,
                  "Rehearse a preemption: each rank sends itself --requeue-signal this many seconds into training (not in a resumed run)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--drill-at-step", o.drill_at_step,
+                 "The same drill after step N (counted from 1, as the progress lines): the run stops at the same step every time (not in a resumed run)")
+      ->check(CLI::NonNegativeNumber);
 }
 
 void split_global_batch(TrainerOptions& o, int world) {

@@ -49,6 +49,7 @@ struct TrainerOptions {
   // preemption (see Note [Preemption and requeue])
   std::string requeue_signal = "USR2";
   std::optional<double> drill_after;
+  std::optional<int64_t> drill_at_step;
 };
 
 void add_trainer_options(CLI::App& app, TrainerOptions& o);

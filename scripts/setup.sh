@@ -14,6 +14,8 @@ flavours=${*:-${DDP_FLAVOURS:-all}}
 venv=${DDP_VENV:-$root/.venv}
 torch_pip_version=2.11.0
 
+source "$root/scripts/progress.sh"
+log=$root/setup.log  # what the installers print; named when they take long or fail
 say() { echo "[setup] $*"; }
 die() { echo "[setup] error: $*" >&2; exit 2; }
 
@@ -33,9 +35,10 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" = 0 ] || die "missing Debian packages: ${missing[*]}; run this script as root (or install them)"
-  say "installing ${missing[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # apt's own lines are many and long: a line every 30 s says it is still going.
+  run_step "[setup]" "installing ${missing[*]} with apt: 1-3 minutes on a fresh machine" "$log" "" \
+    bash -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"' _ "${missing[@]}" ||
+    die "apt-get failed: see $log"
 fi
 
 # libblas.so.3 and liblapack.so.3 are chosen by update-alternatives; OpenBLAS wins in auto mode,
@@ -54,14 +57,16 @@ done
 if [[ " $flavours " == *" cuda "* ]]; then
   [ -x /usr/local/cuda/bin/nvcc ] || die "the cuda flavour needs the CUDA 13.0 toolkit in /usr/local/cuda (nvcc, nccl.h); use 'scripts/setup.sh cpu' without it"
   if ! "$venv/bin/python" -c "import torch,sys; sys.exit(torch.__version__.split('+')[0] != '$torch_pip_version')" 2>/dev/null; then
-    say "creating $venv with torch==$torch_pip_version (a few GB, once)"
-    /usr/bin/python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check "torch==$torch_pip_version"
+    # One line per package pip collects (torch and its CUDA wheels, about 20).
+    run_step "[setup]" "creating $venv with torch==$torch_pip_version (4.6 GB; about 5 minutes from pip's cache, longer to download)" "$log" \
+      's/^(Collecting [^ ]+).*/\1/p; s/^(Installing collected packages).*/\1/p; s/^(Successfully installed).*/\1/p' \
+      bash -c '/usr/bin/python3 -m venv "$1" && "$1/bin/pip" install --disable-pip-version-check --progress-bar off "torch==$2"' _ "$venv" "$torch_pip_version" ||
+      die "creating the virtualenv failed: see $log"
   fi
   # TensorBoard's own reader checks the trainer's event files in the tests.
   if ! "$venv/bin/python" -c "import tensorboard" 2>/dev/null; then
-    say "adding tensorboard to $venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check tensorboard
+    run_step "[setup]" "adding tensorboard to $venv (under a minute)" "$log" 's/^(Collecting [^ ]+).*/\1/p' \
+      "$venv/bin/pip" install --disable-pip-version-check --progress-bar off tensorboard || die "installing tensorboard failed: see $log"
   fi
 fi
 say "ready: ${flavours}"

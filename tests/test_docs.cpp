@@ -1,0 +1,281 @@
+// The docs tell the truth: the READMEs' expected outputs checked against real runs (Note [Checked
+// examples]), and every program's --help against the defaults it really uses.
+//
+// Note [Checked examples]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// A README block is checked when the line before its opening fence is an HTML comment
+// `<!-- checked -->` (invisible on GitHub), optionally `<!-- checked: exit=137 timeout=60 slurm
+// may=REGEX -->`; `may` names printed lines that a run may or may not print, as timing decides
+// (a survivor that notices a failure before the launcher stops it; Slurm's own srun lines
+// during a requeue): they are left out of the comparison on both sides; `\s` stands for a blank.
+// The block opens with the command lines, `$ ...` (a trailing `\` continues one), and the rest
+// is what they print, whole: every line, in order. The test runs the commands with bash, from a
+// folder whose entries link to the repository's (so `./build-cpu/05_ddp` and `06_slurm/...`
+// work; `runs/` is the folder's own, not the repository's), with the tests' environment (no rank
+// variables, DDP_GPU_COUNT=0), and compares:
+//   - line by line after masking what legitimately varies: ports, pids, host names, measured
+//     durations (decimals, "in 12s", "ETA 0:14", "... ago"), samples/s, the overlap share,
+//     dates, Slurm job ids; runs of blanks count as one. Everything else — the lines, their
+//     number, losses, accuracies, fingerprints, the checks' verdicts — must be equal;
+//   - per process: lines that start with a tag (`[rank 1/4]`, `[launcher]`) belong to that
+//     process, untagged lines to the tag before them; each process's lines must come in the
+//     README's order, but how processes interleave is up to the scheduler;
+//   - the exit code (`exit=N`, default 0).
+// Absolute paths into the folder print as /home/you/ddp-course/... (kExampleCheckout).
+// A mismatch fails with a diff naming the README and the line of every expected line that is
+// missing or different, then the whole output as printed.
+// The blocks were recorded from the cpu flavour (Debian's LibTorch 1.13 on OpenBLAS) that
+// scripts/run.sh builds; another LibTorch prints other floating-point digits, so other builds
+// skip and say so. Blocks marked `slurm` run in the Slurm.* test, under a real Slurm only.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "proc.h"
+
+using namespace ddp_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Block {
+  std::string readme;  // relative to the repository's root
+  int line = 0;        // of the first command line
+  std::string script;  // the commands, one per line
+  std::vector<std::pair<int, std::string>> expected;  // (README line, text)
+  int exit_code = 0;
+  double timeout_s = 120;
+  bool slurm = false;
+  std::string may;  // printed lines that match may be absent from the README (timing decides)
+};
+
+// Where the READMEs' examples pretend the repository is, in absolute paths a program prints.
+const std::string kExampleCheckout = "/home/you/ddp-course";
+
+const std::vector<std::string> kReadmes = {"README.md",           "01_join_group/README.md",  "02_spawn/README.md",
+                                           "03_manual_allreduce/README.md", "04_grad_hooks/README.md", "05_ddp/README.md",
+                                           "06_slurm/README.md"};
+
+std::vector<Block> read_blocks(const std::string& readme) {
+  std::ifstream in(std::string(DDP_SOURCE_DIR) + "/" + readme);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  std::vector<Block> blocks;
+  const std::regex marker(R"(^<!-- checked(:(.*))? -->\s*$)");
+  for (size_t i = 0; i + 1 < lines.size(); ++i) {
+    std::smatch m;
+    if (!std::regex_match(lines[i], m, marker)) continue;
+    Block b{readme, static_cast<int>(i) + 3};
+    std::istringstream opts(m[2].str());
+    for (std::string o; opts >> o;) {
+      if (o.rfind("exit=", 0) == 0) b.exit_code = std::stoi(o.substr(5));
+      else if (o.rfind("timeout=", 0) == 0) b.timeout_s = std::stod(o.substr(8));
+      else if (o == "slurm") b.slurm = true;
+      else if (o.rfind("may=", 0) == 0) b.may = o.substr(4);
+      else ADD_FAILURE() << readme << ":" << i + 1 << ": unknown option '" << o << "' in the marker";
+    }
+    EXPECT_EQ(lines[i + 1].rfind("```", 0), 0u) << readme << ":" << i + 2 << ": a checked marker must be followed by a ``` block";
+    size_t j = i + 2;
+    bool continued = false;
+    for (; j < lines.size() && (continued || lines[j].rfind("$ ", 0) == 0); ++j) {
+      const std::string cmd = continued ? lines[j] : lines[j].substr(2);
+      b.script += cmd + "\n";
+      continued = !cmd.empty() && cmd.back() == '\\';
+    }
+    EXPECT_FALSE(b.script.empty()) << readme << ":" << i + 2 << ": a checked block opens with its command, '$ ...'";
+    for (; j < lines.size() && lines[j].rfind("```", 0) != 0; ++j) {
+      if (b.may.empty() || !std::regex_search(lines[j], std::regex(b.may))) b.expected.emplace_back(static_cast<int>(j) + 1, lines[j]);
+    }
+    blocks.push_back(b);
+    i = j;
+  }
+  return blocks;
+}
+
+// What legitimately varies between runs, replaced by a placeholder on both sides.
+std::string mask(std::string s) {
+  static const std::vector<std::pair<std::regex, std::string>> rules = {
+      {std::regex(R"(\s+)"), " "},
+      {std::regex(R"(\b(\d{1,3}(\.\d{1,3}){3}|localhost):\d+)"), "$1:<port>"},
+      {std::regex(R"(\]:\d+)"), "]:<port>"},  // Gloo's "[127.0.0.1]:48289"
+      {std::regex(R"(\bpid:? \d+)"), "pid <pid>"},
+      {std::regex(R"(\bhost [A-Za-z0-9][\w.-]*)"), "host <host>"},
+      {std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)"), "<date>"},
+      {std::regex(R"(\b(job|JOB|STEP) \d+(\.\d+)?)"), "$1 <job>"},
+      {std::regex(R"(\b(runs/06_slurm/|ddp-cpu-)\d+)"), "$1<job>"},
+      {std::regex(R"(\b\d+\.\d+ ?(ms|s)\b)"), "<time>"},
+      {std::regex(R"(\bin \d+s\b)"), "in <time>"},
+      {std::regex(R"(\b\d+(\.\d+)?s ago\b)"), "<time> ago"},
+      {std::regex(R"(\bETA \d+:\d\d\b)"), "ETA <time>"},
+      {std::regex(R"(\b[\d.]+ samples/s\b)"), "<n> samples/s"},
+      {std::regex(R"(\boverlap: [\d.]+%)"), "overlap: <n>%"},
+      // 02_spawn's root-cause table: rank node local PID +time ...
+      {std::regex(R"(^ ?(\d+ (\* )?\d+ \d+ )\d+ \S+ )"), "$1<pid> <time> "},
+  };
+  for (const auto& [re, with] : rules) s = std::regex_replace(s, re, with);
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  if (!s.empty() && s.front() == ' ') s.erase(0, 1);
+  return s;
+}
+
+// The process a line belongs to: its leading tag, or the last tag seen.
+struct Line {
+  int readme_line;  // 0 for printed lines
+  std::string text, masked;
+};
+std::map<std::string, std::vector<Line>> by_process(const std::vector<std::pair<int, std::string>>& lines) {
+  std::map<std::string, std::vector<Line>> streams;
+  std::string tag;
+  const std::regex tagged(R"(^(\[[^\]]+\]))");
+  for (const auto& [n, text] : lines) {
+    std::smatch m;
+    if (std::regex_search(text, m, tagged)) tag = m[1];
+    streams[tag].push_back({n, text, mask(text)});
+  }
+  return streams;
+}
+
+// A readable diff of one process's lines: expected (README) against printed, by their longest
+// common subsequence; "" when equal.
+std::string diff(const std::string& readme, const std::vector<Line>& want, const std::vector<Line>& got) {
+  const size_t n = want.size(), m = got.size();
+  std::vector<std::vector<int>> lcs(n + 1, std::vector<int>(m + 1, 0));
+  for (size_t i = n; i-- > 0;)
+    for (size_t j = m; j-- > 0;)
+      lcs[i][j] = want[i].masked == got[j].masked ? lcs[i + 1][j + 1] + 1 : std::max(lcs[i + 1][j], lcs[i][j + 1]);
+  std::ostringstream out;
+  size_t i = 0, j = 0;
+  while (i < n || j < m) {
+    if (i < n && j < m && want[i].masked == got[j].masked) {
+      ++i, ++j;
+    } else if (i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1])) {
+      out << "  " << readme << ":" << want[i].readme_line << ": - " << want[i].text << "\n";
+      ++i;
+    } else {
+      out << "  " << readme << " (printed, not in the README):  + " << got[j].text << "\n";
+      ++j;
+    }
+  }
+  return out.str();
+}
+
+// A folder whose entries link to the repository's, with build-cpu pointing at this build and a
+// runs/ of its own.
+std::string work_folder() {
+  const std::string dir = temp_dir();
+  for (const auto& e : fs::directory_iterator(DDP_SOURCE_DIR)) {
+    const std::string name = e.path().filename();
+    if (name == "runs" || name.rfind("build", 0) == 0 || name == ".git") continue;
+    fs::create_symlink(e.path(), dir + "/" + name);
+  }
+  fs::create_symlink(DDP_BIN_DIR, dir + "/build-cpu");
+  return dir;
+}
+
+// Why this build cannot reproduce the README's figures, or "".
+std::string skip_reason() {
+  const std::string bin_dir = DDP_BIN_DIR;
+  if (fs::path(bin_dir).filename() != "build-cpu") {
+    return "the READMEs' outputs were recorded from the cpu flavour's build-cpu (Debian's LibTorch 1.13, OpenBLAS); this build is " +
+           bin_dir + ", whose floating-point digits may differ";
+  }
+  return "";
+}
+
+// Runs every checked block of the READMEs (the `slurm` ones or the others) and reports each
+// mismatch; returns how many blocks ran.
+int check_readmes(bool slurm) {
+  int ran = 0;
+  for (const std::string& readme : kReadmes) {
+    for (const Block& b : read_blocks(readme)) {
+      if (b.slurm != slurm) continue;
+      ++ran;
+      const std::string dir = work_folder();
+      ProcSpec spec{{"/bin/bash", "-c", "cd " + dir + " || exit 99\n" + b.script}};
+      if (const char* conf = std::getenv("SLURM_CONF"); b.slurm && conf) spec.env["SLURM_CONF"] = conf;  // the tests' env drops SLURM_*
+      const ProcResult r = run_one(spec, b.timeout_s);
+      std::vector<std::pair<int, std::string>> printed;
+      std::istringstream lines(r.output);
+      for (std::string l; std::getline(lines, l);) {
+        // Absolute paths into the work folder read as the README's example checkout.
+        for (size_t at; (at = l.find(dir)) != std::string::npos;) l.replace(at, dir.size(), kExampleCheckout);
+        if (b.may.empty() || !std::regex_search(l, std::regex(b.may))) printed.emplace_back(0, l);
+      }
+      const auto want = by_process(b.expected), got = by_process(printed);
+      std::string report;
+      std::map<std::string, bool> tags;
+      for (const auto& [tag, _] : want) tags[tag] = true;
+      for (const auto& [tag, _] : got) tags[tag] = true;
+      for (const auto& [tag, _] : tags) {
+        const auto w = want.count(tag) ? want.at(tag) : std::vector<Line>{};
+        const auto g = got.count(tag) ? got.at(tag) : std::vector<Line>{};
+        report += diff(readme, w, g);
+      }
+      const int code = r.timed_out ? -2 : r.term_signal ? 128 + r.term_signal : r.exit_code;
+      if (code != b.exit_code) {
+        report += "  exit code " + std::to_string(code) + (r.timed_out ? " (timed out)" : "") + ", the README says " +
+                  std::to_string(b.exit_code) + "\n";
+      }
+      if (!report.empty()) {
+        ADD_FAILURE() << readme << ":" << b.line << ": the expected output differs from a real run of\n"
+                      << b.script << report << "the whole output:\n"
+                      << r.output;
+      }
+      fs::remove_all(dir);
+    }
+  }
+  return ran;
+}
+
+}  // namespace
+
+TEST(Readme, MasksWhatVariesAndKeepsWhatMustNot) {
+  EXPECT_EQ(mask("[launcher] store on 127.0.0.1:45391 (port chosen by the OS)"), "[launcher] store on 127.0.0.1:<port> (port chosen by the OS)");
+  EXPECT_EQ(mask("error on host vm (pid 5226): 1 of 4"), "error on host <host> (pid <pid>): 1 of 4");
+  EXPECT_EQ(mask("  2   * 1     0      5229     0.082s   signal 9 (Killed)"), "2 * 1 0 <pid> <time> signal 9 (Killed)");
+  EXPECT_EQ(mask("  1     0     1      18524    10s      exit 1"), "1 0 1 <pid> <time> exit 1");
+  EXPECT_EQ(mask("Connection closed by peer [127.0.0.1]:48289"), "Connection closed by peer [127.0.0.1]:<port>");
+  EXPECT_EQ(mask("step 200/1407 loss 0.8109 lr 0.0493 1973 samples/s ETA 1:18"), "step 200/1407 loss 0.8109 lr 0.0493 <n> samples/s ETA <time>");
+  EXPECT_EQ(mask("all 2 workers exited 0 in 116s"), mask("all 2 workers exited 0 in 0.12s"));
+  // Fixed figures stay: a timeout that the command sets, losses, accuracies, fingerprints.
+  EXPECT_NE(mask("timeout 60s"), mask("timeout 30s"));
+  EXPECT_NE(mask("loss 0.2615"), mask("loss 0.2616"));
+  EXPECT_NE(mask("accuracy 88.98%"), mask("accuracy 88.99%"));
+  EXPECT_NE(mask("params fingerprint dc2be592c96fd13f"), mask("params fingerprint dc2be592c96fd13e"));
+  EXPECT_NE(mask("ranks 1, 2 never joined"), mask("ranks 1, 3 never joined"));
+}
+
+TEST(Readme, DiffNamesTheReadmeLineAndToleratesOnlyInterleaving) {
+  const std::vector<std::pair<int, std::string>> readme = {{10, "[launcher] start"}, {11, "[rank 0/2] a"}, {12, "[rank 1/2] b"},
+                                                           {13, "[rank 0/2] c"}};
+  const auto want = by_process(readme);
+  // Another interleaving of the same processes' lines: equal.
+  const auto shuffled = by_process({{0, "[launcher] start"}, {0, "[rank 1/2] b"}, {0, "[rank 0/2] a"}, {0, "[rank 0/2] c"}});
+  for (const auto& [tag, lines] : want) EXPECT_EQ(diff("R.md", lines, shuffled.at(tag)), "") << tag;
+  // One process's own order changed, and a line changed: both named by their README line.
+  const auto wrong = by_process({{0, "[launcher] start"}, {0, "[rank 0/2] c"}, {0, "[rank 0/2] a"}, {0, "[rank 1/2] B"}});
+  EXPECT_NE(diff("R.md", want.at("[rank 0/2]"), wrong.at("[rank 0/2]")).find("R.md:11: - [rank 0/2] a"), std::string::npos);
+  EXPECT_NE(diff("R.md", want.at("[rank 1/2]"), wrong.at("[rank 1/2]")).find("R.md:12: - [rank 1/2] b"), std::string::npos);
+}
+
+TEST(Readme, ExpectedOutputsMatchRealRuns) {
+  if (const std::string why = skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  EXPECT_GT(check_readmes(/*slurm=*/false), 0) << "no checked block found";
+}
+
+// The job logs of 06_slurm/README.md, from sbatch under a real Slurm (label slurm).
+TEST(Slurm, ReadmeJobLogsMatchRealJobs) {
+  if (const std::string why = skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  if (const char* why = std::getenv("DDP_SLURM_UNAVAILABLE")) GTEST_SKIP() << "no local Slurm: " << why;
+  if (!std::getenv("SLURM_CONF")) GTEST_SKIP() << "no Slurm: SLURM_CONF is not set (scripts/test.sh starts one as root)";
+  EXPECT_GT(check_readmes(/*slurm=*/true), 0) << "no checked block marked slurm";
+}

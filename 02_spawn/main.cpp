@@ -334,18 +334,18 @@ int main(int argc, char** argv) {
   std::optional<int> nnodes, nproc;
   Fault fault;
   double grace_s = 5;
-  app.add_option("--nnodes", nnodes, "Simulated nodes [default 1]");
-  app.add_option("--nproc-per-node", nproc, "Workers per simulated node [default world-size / nnodes, else 2]");
+  app.add_option("--nnodes", nnodes, "Simulated nodes [default: 1]");
+  app.add_option("--nproc-per-node", nproc, "Workers per simulated node [default: world-size / nnodes, else 2]");
   app.add_option("--fail-rank", fault.rank, "Make this rank fail on purpose after joining");
   app.add_option("--fail-mode", fault.mode,
                  "How --fail-rank fails: exit (code 3), kill (SIGKILL), hang (skips the all-reduce), straggle (late by --straggle-ms)")
       ->check(CLI::IsMember({"exit", "kill", "hang", "straggle"}));
-  app.add_option("--straggle-ms", fault.straggle_ms, "How late --fail-mode straggle comes to the all-reduce [default 3000]")
+  app.add_option("--straggle-ms", fault.straggle_ms, "How late --fail-mode straggle comes to the all-reduce")
       ->check(CLI::PositiveNumber);
   int max_restarts = 0;
-  app.add_option("--max-restarts", max_restarts, "When a worker fails, stop all and start all again, up to N times (torchrun's) [default 0]")
+  app.add_option("--max-restarts", max_restarts, "When a worker fails, stop all and start all again, up to N times (torchrun's)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--grace", grace_s, "Seconds the others get after SIGTERM before SIGKILL [default 5]");
+  app.add_option("--grace", grace_s, "Seconds the others get after SIGTERM before SIGKILL");
   std::string on_failure = "stop";
   app.add_option("--on-failure", on_failure, "When a worker fails: stop the others (torchrun's way), or wait and watch them fail by themselves")
       ->check(CLI::IsMember({"stop", "wait"}));

@@ -7,42 +7,42 @@
 namespace ddp {
 
 void add_trainer_options(CLI::App& app, TrainerOptions& o) {
-  app.add_option("--model", o.model, "mlp, cnn, or cnn_bn (the CNN with BatchNorm) [default mlp]")
+  app.add_option("--model", o.model, "mlp, cnn, or cnn_bn (the CNN with BatchNorm)")
       ->check(CLI::IsMember({"mlp", "cnn", "cnn_bn"}));
   app.add_flag("--sync-bn", o.sync_bn, "SyncBatchNorm: BatchNorm statistics over all ranks' batches, not each rank's own (--model cnn_bn)");
-  app.add_option("--epochs", o.epochs, "Passes over the training set [default 3]")->check(CLI::PositiveNumber);
-  auto* batch = app.add_option("--batch-size", o.batch_size, "Samples per rank per micro-batch [default 64]")->check(CLI::PositiveNumber);
+  app.add_option("--epochs", o.epochs, "Passes over the training set")->check(CLI::PositiveNumber);
+  auto* batch = app.add_option("--batch-size", o.batch_size, "Samples per rank per micro-batch")->check(CLI::PositiveNumber);
   app.add_option("--global-batch", o.global_batch,
                  "Samples per optimizer step over all ranks; the per-rank batch is this / (world size x --grad-accum), so "
                  "a run can resume at another world size")
       ->check(CLI::PositiveNumber)
       ->excludes(batch);
-  app.add_option("--grad-accum", o.grad_accum, "Micro-batches per optimizer step, all but the last under no_sync() [default 1]")
+  app.add_option("--grad-accum", o.grad_accum, "Micro-batches per optimizer step, all but the last under no_sync()")
       ->check(CLI::PositiveNumber);
-  app.add_option("--optimizer", o.optimizer, "sgd (with --momentum) or adamw [default sgd]")->check(CLI::IsMember({"sgd", "adamw"}));
-  app.add_option("--lr", o.lr, "Peak learning rate [default 0.05]")->check(CLI::PositiveNumber);
-  app.add_option("--momentum", o.momentum, "SGD momentum [default 0.9]")->check(CLI::Range(0.0, 1.0));
-  app.add_option("--weight-decay", o.weight_decay, "Weight decay [default 0]")->check(CLI::NonNegativeNumber);
-  app.add_option("--warmup-steps", o.warmup_steps, "Linear warm-up steps before the cosine decay [default 100]")
+  app.add_option("--optimizer", o.optimizer, "sgd (with --momentum) or adamw")->check(CLI::IsMember({"sgd", "adamw"}));
+  app.add_option("--lr", o.lr, "Peak learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--weight-decay", o.weight_decay, "Weight decay")->check(CLI::NonNegativeNumber);
+  app.add_option("--warmup-steps", o.warmup_steps, "Linear warm-up steps before the cosine decay")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--max-steps", o.max_steps, "Stop after this many optimizer steps in all")->check(CLI::NonNegativeNumber);
-  app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "Gradient bucket size in MiB [default 25, as PyTorch]")
+  app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "Gradient bucket size in MiB (25 is PyTorch's)")
       ->check(CLI::Range(0.001, 1024.0));
-  app.add_option("--amp", o.amp, "Mixed precision on a GPU: bf16 (autocast) or fp16 (autocast + gradient scaling) [default off]")
+  app.add_option("--amp", o.amp, "Mixed precision on a GPU: bf16 (autocast) or fp16 (autocast + gradient scaling)")
       ->check(CLI::IsMember({"off", "bf16", "fp16"}));
   app.add_option("--deterministic", o.deterministic,
                  "on: the same run gives bit-identical results on a GPU too (cuDNN/cuBLAS deterministic); off: "
-                 "LibTorch's faster defaults [default on]")
+                 "LibTorch's faster defaults")
       ->check(CLI::IsMember({"on", "off"}));
-  app.add_option("--seed", o.seed, "Seed of the initial weights and of the sampler's shuffle [default 0]");
-  app.add_option("--data-dir", o.data_dir, "Folder with Fashion-MNIST's four .gz IDX files [default Debian's]");
+  app.add_option("--seed", o.seed, "Seed of the initial weights and of the sampler's shuffle");
+  app.add_option("--data-dir", o.data_dir, "Folder with Fashion-MNIST's four .gz IDX files (where Debian's dataset-fashion-mnist puts them)");
   app.add_flag("--synthetic", o.synthetic, "Generated images instead of Fashion-MNIST");
   app.add_option("--train-samples", o.train_samples, "Use only the first N training samples")->check(CLI::PositiveNumber);
   app.add_option("--test-samples", o.test_samples, "Use only the first N test samples")->check(CLI::PositiveNumber);
-  app.add_option("--out", o.out, "Folder for checkpoints/, rank<r>.log, metrics.jsonl, tensorboard/ [default runs/05_ddp]");
-  app.add_option("--log-every", o.log_every, "Progress line every N steps [default 50]")->check(CLI::PositiveNumber);
+  app.add_option("--out", o.out, "Folder for checkpoints/, rank<r>.log, metrics.jsonl, tensorboard/");
+  app.add_option("--log-every", o.log_every, "Progress line every N steps")->check(CLI::PositiveNumber);
   app.add_option("--ckpt-every", o.ckpt_every, "Checkpoint every N steps, besides each epoch's end")->check(CLI::PositiveNumber);
-  app.add_option("--keep", o.keep, "Checkpoints to keep [default 3]")->check(CLI::PositiveNumber);
+  app.add_option("--keep", o.keep, "Checkpoints to keep")->check(CLI::PositiveNumber);
   app.add_flag("--reset", o.reset, "Start over instead of resuming from the latest checkpoint");
   app.add_flag("--eval-only", o.eval_only, "Evaluate the latest checkpoint (or the initial weights) and stop");
   app.add_option("--expect-accuracy", o.expect_accuracy, "Fail unless the final test accuracy reaches this (0-1)")
@@ -70,7 +70,7 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
                  "Write a Chrome/Perfetto timeline: each rank <stem>.rank<r>.json, merged by rank 0 into this file at the end");
   app.add_option("--requeue-signal", o.requeue_signal,
                  "The scheduler's warning signal: on it, checkpoint after the current step, requeue the Slurm job, "
-                 "exit 75 [default USR2, as sbatch --signal=USR2@90]");
+                 "exit 75 (USR2 as in sbatch --signal=USR2@90)");
   app.add_option("--drill-after", o.drill_after,
                  "Rehearse a preemption: each rank sends itself --requeue-signal this many seconds into training (not in a resumed run)")
       ->check(CLI::PositiveNumber);

@@ -166,31 +166,32 @@ int main(int argc, char** argv) {
   if (std::strcmp(base ? base + 1 : argv[0], "scontrol") == 0) return ddp::local_scontrol(argc, argv);
 
   CLI::App app{"06_slurm: write, submit and follow a Slurm job of chapter 05's trainer, or run it here with --local"};
+  ddp::show_true_defaults(app);  // Note [Help that tells the truth]
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   ddp::JobSpec j;
   std::string signal_spec = "USR2@90", script_out;
   std::optional<int> tasks;
   bool do_submit = false, do_follow = false, local = false;
   double timeout_s = 30;
-  app.add_option("--nodes", j.nodes, "Machines [default 1]")->check(CLI::Range(1, 100000));
-  app.add_option("--tasks-per-node", tasks, "Ranks per machine [default 2; with GPUs: --gpus-per-node]")->check(CLI::Range(1, 1024));
-  app.add_option("--gpus-per-node", j.gpus_per_node, "GPUs per machine, one rank each, NCCL [default 0: CPU, Gloo]")->check(CLI::Range(0, 64));
-  app.add_option("--cpus-per-task", j.cpus_per_task, "Cores per rank [default 1]")->check(CLI::Range(1, 1024));
+  app.add_option("--nodes", j.nodes, "Machines")->check(CLI::Range(1, 100000));
+  app.add_option("--tasks-per-node", tasks, "Ranks per machine [default: 2; with GPUs: --gpus-per-node]")->check(CLI::Range(1, 1024));
+  app.add_option("--gpus-per-node", j.gpus_per_node, "GPUs per machine, one rank each, NCCL (0: CPU ranks on Gloo)")->check(CLI::Range(0, 64));
+  app.add_option("--cpus-per-task", j.cpus_per_task, "Cores per rank")->check(CLI::Range(1, 1024));
   app.add_option("--partition", j.partition, "Slurm partition (queue) [default: the cluster's]");
-  app.add_option("--time", j.time, "Time limit: M, M:S, H:M:S, D-H[:M[:S]] [default 30:00]");
+  app.add_option("--time", j.time, "Time limit: M, M:S, H:M:S, D-H[:M[:S]]");
   app.add_option("--nodelist", j.nodelist, "Run on exactly these nodes (a Slurm host list)");
-  app.add_option("--signal", signal_spec, "Warning before the limit, SIGNAL@SECONDS, or none [default USR2@90]");
+  app.add_option("--signal", signal_spec, "Warning before the limit, SIGNAL@SECONDS, or none");
   app.add_option("--sbatch", j.extra_lines, "One more #SBATCH option, verbatim (repeat for several)");
-  app.add_option("--job-name", j.name, "Job name [default ddp]");
+  app.add_option("--job-name", j.name, "Job name");
   app.add_option("--trainer", j.trainer, "The trainer [default: 05_ddp beside this program]");
-  app.add_option("--out-dir", j.out_dir, "Job logs and the trainer's run folders <job id>/ [default runs/06_slurm]");
+  app.add_option("--out-dir", j.out_dir, "Job logs and the trainer's run folders <job id>/");
   app.add_option("--script-out", script_out, "Write the script here [default: print it; with --submit: <out-dir>/<name>.sbatch]");
   app.add_flag("--submit", do_submit, "Submit the script with sbatch and print the job id");
   app.add_flag("--follow", do_follow, "After --submit: print rank 0's log and the job's state until it ends");
   app.add_flag("--local", local, "Run the job on this machine with a simulated Slurm (no cluster needed)");
-  app.add_option("--max-requeue", j.max_requeue, "With --local: requeues before the job is held [default 5, as Slurm's MaxBatchRequeue]")
+  app.add_option("--max-requeue", j.max_requeue, "With --local: requeues before the job is held (5 is Slurm's MaxBatchRequeue)")
       ->check(CLI::Range(0, 1000));
-  app.add_option("--timeout", timeout_s, "Seconds each sbatch/scontrol call may take [default 30]")->check(CLI::PositiveNumber);
+  app.add_option("--timeout", timeout_s, "Seconds each sbatch/scontrol call may take")->check(CLI::PositiveNumber);
   // Everything after "--" goes to the trainer, as in the batch scripts' "$@".
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) != "--") continue;

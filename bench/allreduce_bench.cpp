@@ -58,10 +58,10 @@ int main(int argc, char** argv) {
   int64_t min_bytes = 4096, max_bytes = 64 << 20;
   int rounds = 5;
   std::string csv;
-  app.add_option("--min-bytes", min_bytes, "Smallest message [default 4096]")->check(CLI::Range(int64_t{4}, int64_t{1} << 32));
-  app.add_option("--max-bytes", max_bytes, "Largest message; sizes double from --min-bytes [default 64 MiB]")
+  app.add_option("--min-bytes", min_bytes, "Smallest message")->check(CLI::Range(int64_t{4}, int64_t{1} << 32));
+  app.add_option("--max-bytes", max_bytes, "Largest message; sizes double from --min-bytes")
       ->check(CLI::Range(int64_t{4}, int64_t{1} << 32));
-  app.add_option("--rounds", rounds, "Rounds per size, the best counts [default 5]")->check(CLI::PositiveNumber);
+  app.add_option("--rounds", rounds, "Rounds per size, the best counts")->check(CLI::PositiveNumber);
   app.add_option("--csv", csv, "Rank 0 appends 'world,bytes,plain_us,ours_us' lines here");
   ddp::parse_flags(app, argc, argv);
 

@@ -143,6 +143,7 @@ std::vector<double> parse_list(const std::string& flag, const std::string& text)
 
 int main(int argc, char** argv) {
   CLI::App app{"cost_model: the alpha-beta model of all-reduce, fitted here, and the DDP steps it predicts"};
+  ddp::show_true_defaults(app);  // Note [Help that tells the truth]
   std::string csv, trace, sweep, measured, measured_hidden;
   double bucket_cap_mb = 25, intra_gbps = 100, inter_gbps = 25;
   std::optional<double> latency_us, param_mb, forward_ms, backward_ms, optimizer_ms;
@@ -153,14 +154,14 @@ int main(int argc, char** argv) {
   app.add_option("--forward-ms", forward_ms, "Forward (and data) time per step [default: the traced run's]")->check(CLI::NonNegativeNumber);
   app.add_option("--backward-ms", backward_ms, "Backward's computing time per step [default: the traced run's]")->check(CLI::PositiveNumber);
   app.add_option("--optimizer-ms", optimizer_ms, "Optimizer time per step [default: the traced run's, else 0]")->check(CLI::NonNegativeNumber);
-  app.add_option("--bucket-cap-mb", bucket_cap_mb, "Bucket cap of the predicted step [default 25]")->check(CLI::PositiveNumber);
+  app.add_option("--bucket-cap-mb", bucket_cap_mb, "Bucket cap of the predicted step")->check(CLI::PositiveNumber);
   app.add_option("--bucket-sweep", sweep, "Predict the step for each of these caps (MiB, comma-separated)");
   app.add_option("--measured-ms", measured, "The measured step time for each cap of --bucket-sweep, same order");
   app.add_option("--measured-hidden", measured_hidden, "The measured overlap share (%) for each cap of --bucket-sweep, same order");
-  app.add_option("--nodes", nodes, "What if: nodes [default 4]")->check(CLI::PositiveNumber);
-  app.add_option("--gpus-per-node", gpus_per_node, "What if: ranks per node [default 8]")->check(CLI::PositiveNumber);
-  app.add_option("--intra-gbps", intra_gbps, "What if: link speed within a node, Gb/s [default 100]")->check(CLI::PositiveNumber);
-  app.add_option("--inter-gbps", inter_gbps, "What if: link speed between nodes, Gb/s [default 25]")->check(CLI::PositiveNumber);
+  app.add_option("--nodes", nodes, "What if: nodes")->check(CLI::PositiveNumber);
+  app.add_option("--gpus-per-node", gpus_per_node, "What if: ranks per node")->check(CLI::PositiveNumber);
+  app.add_option("--intra-gbps", intra_gbps, "What if: link speed within a node, Gb/s")->check(CLI::PositiveNumber);
+  app.add_option("--inter-gbps", inter_gbps, "What if: link speed between nodes, Gb/s")->check(CLI::PositiveNumber);
   app.add_option("--latency-us", latency_us, "What if: per-step latency alpha, us [default: the fitted one]")->check(CLI::PositiveNumber);
   ddp::parse_flags(app, argc, argv);
   ddp::set_log_identity("cost_model");

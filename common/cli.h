@@ -21,6 +21,10 @@ struct CommonFlags {
 
 void add_common_flags(CLI::App& app, CommonFlags& flags);
 
+// --help shows each option's default from the variable the option writes to (Note [Help that
+// tells the truth]): call before adding options. add_common_flags() calls it.
+void show_true_defaults(CLI::App& app);
+
 // Parses argv. --help prints and exits 0; any bad flag prints why and exits 2.
 void parse_flags(CLI::App& app, int argc, char** argv);
 

@@ -39,10 +39,10 @@ std::pair<torch::Tensor, torch::Tensor> batch(int step, int rank, int per_rank, 
 }
 
 void add_train_flags(CLI::App& app, TrainFlags& f) {
-  app.add_option("--steps", f.cfg.steps, "Training steps [default 20]")->check(CLI::PositiveNumber);
-  app.add_option("--lr", f.cfg.lr, "Learning rate [default 0.05]")->check(CLI::PositiveNumber);
-  app.add_option("--batch", f.cfg.batch, "Samples per rank per step [default 8]")->check(CLI::PositiveNumber);
-  app.add_option("--seed", f.cfg.seed, "Seed of the initial weights, the same on every rank [default 0]");
+  app.add_option("--steps", f.cfg.steps, "Training steps")->check(CLI::PositiveNumber);
+  app.add_option("--lr", f.cfg.lr, "Learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--batch", f.cfg.batch, "Samples per rank per step")->check(CLI::PositiveNumber);
+  app.add_option("--seed", f.cfg.seed, "Seed of the initial weights, the same on every rank");
   app.add_option("--save-init", f.save_init, "Rank 0 writes the initial parameters here (torch::pickle_save)");
   app.add_option("--save-params", f.save_params, "Rank 0 writes the final parameters here (torch::pickle_save)");
   app.add_option("--trace", f.trace, "Write a Chrome/Perfetto timeline: <stem>.rank<r>.json per rank, merged by rank 0 into this file");

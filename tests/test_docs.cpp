@@ -279,3 +279,160 @@ TEST(Slurm, ReadmeJobLogsMatchRealJobs) {
   if (!std::getenv("SLURM_CONF")) GTEST_SKIP() << "no Slurm: SLURM_CONF is not set (scripts/test.sh starts one as root)";
   EXPECT_GT(check_readmes(/*slurm=*/true), 0) << "no checked block marked slurm";
 }
+
+// ---- Help that tells the truth (Note [Help that tells the truth] in common/cli.cpp) ----
+
+namespace {
+
+// The help text of one option of `program --help`: its lines, up to the next option.
+std::string help_of(const std::string& help, const std::string& option) {
+  std::istringstream in(help);
+  std::string block;
+  bool inside = false;
+  const std::regex starts(R"(^\s+(-\w,)?--[\w-]+)");
+  for (std::string l; std::getline(in, l);) {
+    std::smatch m;
+    if (std::regex_search(l, m, starts)) inside = m.str().find(option) != std::string::npos && m.str().size() >= option.size() &&
+                                                  m.str().compare(m.str().size() - option.size(), option.size(), option) == 0;
+    if (inside) block += l + "\n";
+  }
+  return block;
+}
+
+// The default an option's help states, or "" when it states none.
+std::string stated_default(const std::string& help, const std::string& option) {
+  std::smatch m;
+  const std::string text = help_of(help, option);
+  // "[default 3]" gives "3"; a rule, "[default: 1]", gives ": 1".
+  return std::regex_search(text, m, std::regex(R"(\[default( |(: ))([^\]]*)\])")) ? m[2].str() + m[3].str() : "";
+}
+
+std::string help_text(const std::string& program) {
+  const ProcResult r = run_one({{program, "--help"}}, 30);
+  EXPECT_EQ(r.exit_code, 0) << program << " --help\n" << r.output;
+  return r.output;
+}
+
+// --explain-env's value of one setting, e.g. "gloo   <- default: no GPU (env DDP_GPU_COUNT)".
+std::string explained(const std::map<std::string, std::string>& env, const std::string& key) {
+  const ProcResult r = run_one({{"01_join_group", "--explain-env"}, env}, 30);
+  std::smatch m;
+  if (!std::regex_search(r.output, m, std::regex("\\n\\s+" + key + "\\s+= ([^\\n]*)"))) return "(no " + key + " in: " + r.output + ")";
+  return m[1];
+}
+
+}  // namespace
+
+// A value default is never typed into a description: the formatter shows the variable's own.
+// What is typed is a rule, "[default: ...]", checked against behaviour below.
+TEST(Help, NoValueDefaultIsWrittenByHand) {
+  const std::regex by_hand(R"(\[default [^:\]"][^\]"]*\])");
+  int files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(DDP_SOURCE_DIR)) {
+    const std::string path = e.path().string(), rel = path.substr(std::string(DDP_SOURCE_DIR).size() + 1);
+    if (e.path().extension() != ".cpp" || rel.rfind("build", 0) == 0 || rel.rfind("tests/", 0) == 0 || rel.rfind(".", 0) == 0) continue;
+    ++files;
+    std::ifstream in(path);
+    int n = 0;
+    for (std::string l; std::getline(in, l);) {
+      ++n;
+      if (l.find("//") != std::string::npos && l.find("//") < l.find('"')) continue;  // a comment
+      if (std::regex_search(l, by_hand)) {
+        ADD_FAILURE() << rel << ":" << n << ": a default written by hand; let --help show the variable's (or state a rule as [default: ...]):\n" << l;
+      }
+    }
+  }
+  EXPECT_GT(files, 20);
+}
+
+// The trainer's defaults as --help states them, against what a run without those flags does:
+// the model, the epochs, the data folder, determinism, and the device that the backend implies.
+TEST(Help, TrainerDefaultsAreWhatARunUses) {
+  const std::string help = help_text("05_ddp");
+  EXPECT_EQ(stated_default(help, "--model"), "mlp") << help;
+  EXPECT_EQ(stated_default(help, "--epochs"), "3") << help;
+  EXPECT_EQ(stated_default(help, "--deterministic"), "on") << help;
+  EXPECT_EQ(stated_default(help, "--out"), "runs/05_ddp") << help;
+  EXPECT_NE(stated_default(help, "--data-dir").find("/usr/share/datasets/fashion-mnist"), std::string::npos) << help;
+  EXPECT_NE(help_of(help, "--backend").find("gloo (tensors on the CPU) or nccl (each rank on GPU cuda:<local rank>)"), std::string::npos)
+      << help;
+  const std::string dir = temp_dir();
+  const ProcResult r = run_one({{"/bin/bash", "-c",
+                                 "cd " + dir + " && " + bin("05_ddp") + " --master-port " + std::to_string(free_port()) +
+                                     " --train-samples 256 --test-samples 64 --max-steps 1"}},
+                               120);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("model " + stated_default(help, "--model") + ": "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("epoch 1/" + stated_default(help, "--epochs") + " "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("images from /usr/share/datasets/fashion-mnist/"), std::string::npos) << r.output;
+  // No --backend on a host without a GPU (DDP_GPU_COUNT=0): Gloo, so the tensors live on the CPU.
+  EXPECT_NE(r.output.find("compute: cpu, "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(", deterministic\n"), std::string::npos) << "--deterministic is on by default\n" << r.output;
+  EXPECT_TRUE(fs::exists(dir + "/" + stated_default(help, "--out") + "/checkpoints/ckpt-000000001.pt")) << r.output;
+  fs::remove_all(dir);
+}
+
+// The common flags' rules, against --explain-env: the backend follows the GPUs per local rank;
+// the store's address and port, the rendezvous and the timeout fall back as stated.
+TEST(Help, CommonDefaultsAreTheRulesRankResolutionFollows) {
+  const std::string help = help_text("01_join_group");
+  EXPECT_EQ(stated_default(help, "--backend"),
+            ": nccl when this host has a GPU for every local rank, else gloo; DDP_GPU_COUNT overrides the count");
+  EXPECT_EQ(explained({{"DDP_GPU_COUNT", "0"}, {"WORLD_SIZE", "2"}}, "backend").substr(0, 4), "gloo");
+  EXPECT_EQ(explained({{"DDP_GPU_COUNT", "1"}, {"WORLD_SIZE", "2"}}, "backend").substr(0, 4), "gloo");
+  EXPECT_EQ(explained({{"DDP_GPU_COUNT", "2"}, {"WORLD_SIZE", "2"}}, "backend").substr(0, 4), "nccl");
+  EXPECT_EQ(stated_default(help, "--master-port"), ": env MASTER_PORT, else 15000 + Slurm job id % 10000, else 29500");
+  EXPECT_EQ(explained({}, "master_port"), "29500   <- default");
+  EXPECT_EQ(explained({{"MASTER_PORT", "1234"}}, "master_port"), "1234   <- env MASTER_PORT");
+  EXPECT_EQ(explained({{"SLURM_JOB_ID", "123456"}}, "master_port").substr(0, 5), "18456");
+  EXPECT_EQ(stated_default(help, "--master-addr"),
+            ": env MASTER_ADDR, else the first host of Slurm's node list, else 127.0.0.1");
+  EXPECT_EQ(explained({}, "master_addr"), "127.0.0.1   <- default");
+  EXPECT_EQ(explained({{"SLURM_JOB_NODELIST", "gpu[08-11]"}}, "master_addr").substr(0, 6), "gpu08 ");
+  EXPECT_EQ(stated_default(help, "--init"), ": env://");
+  EXPECT_EQ(explained({}, "init"), "env://   <- default");
+  EXPECT_EQ(stated_default(help, "--timeout"), ": 60");
+  EXPECT_EQ(explained({}, "timeout_s"), "60   <- default");
+  EXPECT_EQ(stated_default(help, "--world-size"), ": env WORLD_SIZE, else SLURM_NTASKS, else 1");
+  EXPECT_EQ(explained({}, "world_size"), "1   <- default");
+}
+
+// 02's and 06's rule-stated defaults: nodes and workers per node; tasks per node with and without GPUs.
+TEST(Help, LauncherAndSubmitterDefaultsAreWhatTheyDo) {
+  const std::string spawn = help_text("02_spawn");
+  EXPECT_EQ(stated_default(spawn, "--nnodes"), ": 1");
+  EXPECT_EQ(stated_default(spawn, "--nproc-per-node"), ": world-size / nnodes, else 2");
+  EXPECT_NE(run_one({{"02_spawn", "--timeout", "20"}}, 60).output.find("(1 node(s) x 2 per node)"), std::string::npos);
+  EXPECT_NE(run_one({{"02_spawn", "--world-size", "4", "--nnodes", "2", "--timeout", "20"}}, 60).output.find("(2 node(s) x 2 per node)"),
+            std::string::npos);
+  const std::string slurm = help_text("06_slurm");
+  EXPECT_EQ(stated_default(slurm, "--tasks-per-node"), ": 2; with GPUs: --gpus-per-node");
+  EXPECT_EQ(stated_default(slurm, "--nodes"), "1");
+  EXPECT_NE(run_one({{"06_slurm"}}, 30).output.find("#SBATCH --ntasks-per-node=2"), std::string::npos);
+  EXPECT_NE(run_one({{"06_slurm", "--gpus-per-node", "4"}}, 30).output.find("#SBATCH --ntasks-per-node=4"), std::string::npos);
+  EXPECT_NE(run_one({{"06_slurm"}}, 30).output.find("#SBATCH --nodes=1"), std::string::npos);
+}
+
+// One default per option: a typed rule beside a captured value would be two sources that can disagree.
+TEST(Help, EachOptionStatesOneDefault) {
+  for (const char* program : {"01_join_group", "02_spawn", "03_manual_allreduce", "04_grad_hooks", "05_ddp", "06_slurm", "allreduce_bench",
+                              "cost_model", "trace_merge"}) {
+    const std::string help = help_text(program);
+    std::istringstream in(help);
+    std::string block, name;
+    auto check = [&] {
+      if (count(block, "[default") > 1) ADD_FAILURE() << program << " " << name << " states two defaults:\n" << block;
+    };
+    const std::regex starts(R"(^\s+(-\w,)?(--[\w-]+))");
+    for (std::string l; std::getline(in, l);) {
+      std::smatch m;
+      if (std::regex_search(l, m, starts)) {
+        check();
+        block.clear();
+        name = m[2];
+      }
+      block += l + "\n";
+    }
+    check();
+  }
+}

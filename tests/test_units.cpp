@@ -12,11 +12,13 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <regex>
 #include <sstream>
 #include <thread>
 
 #include "05_ddp/ddp.h"
 #include "05_ddp/gpu_timeline.h"
+#include "05_ddp/metrics.h"
 #include "05_ddp/models.h"
 #include "05_ddp/sgd.h"
 #include "05_ddp/sync_batch_norm.h"
@@ -637,5 +639,43 @@ TEST(Json, TraceEventsAndErrorFilesKeepAnyText) {
   EXPECT_GT(record->monotonic_s, 0);
   std::ofstream(dir + "/bad.json") << "{\"message\": 3}";
   EXPECT_FALSE(ddp::read_error_file(dir + "/bad.json").has_value());
+  std::system(("rm -rf " + dir).c_str());
+}
+
+// samples/s counts the time from the end of the first step to the end of the last, less the
+// pauses (validations, checkpoints) in between; a pause after the last step is outside that
+// time and must not be taken off it (it was, and a resumed run of 50 steps reported twice its
+// rate). Sleeps stand in for the steps: 3 timed steps of 50 ms, a 200 ms pause among them and
+// a 400 ms one after the last.
+TEST(Progress, ThroughputCountsTheTimedStepsLessOnlyThePausesAmongThem) {
+  const std::string dir = temp_dir();
+  ddp::RunOutput out(dir, 0);
+  ddp::Progress progress(out, /*total_steps=*/4, /*steps_per_epoch=*/4, /*epochs=*/1, /*samples_per_step=*/100, /*every=*/100);
+  auto nap = [](int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
+  const torch::Tensor loss = torch::ones({}, torch::kFloat64);
+  for (int64_t step = 0; step < 4; ++step) {
+    if (step > 0) nap(50);
+    if (step == 2) {
+      ddp::Progress::Pause paused(progress);
+      nap(200);
+    }
+    testing::internal::CaptureStdout();
+    progress.step_done(step, loss, 0.1);
+    (void)testing::internal::GetCapturedStdout();
+  }
+  {
+    ddp::Progress::Pause paused(progress);  // the final validation
+    nap(400);
+  }
+  testing::internal::CaptureStdout();
+  progress.summary();
+  const std::string printed = testing::internal::GetCapturedStdout();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(printed, m, std::regex(R"(throughput: ([0-9.]+) samples/s over 3 steps)"))) << printed;
+  // 300 samples in 150 ms of steps: 2000 samples/s at most (a sleep lasts at least its time).
+  // Not taking off the pause among the steps gives 857; taking off the one after them, nothing
+  // (a negative time). The lower bound leaves 150 ms for a busy machine.
+  EXPECT_LE(std::stod(m[1]), 2000.0) << printed;
+  EXPECT_GE(std::stod(m[1]), 1000.0) << printed;
   std::system(("rm -rf " + dir).c_str());
 }

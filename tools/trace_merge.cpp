@@ -85,15 +85,16 @@ void print_step(const std::string& path, int step, int width) {
 
 int main(int argc, char** argv) {
   CLI::App app{"trace_merge: merge the per-rank trace files of --trace into one, or show a step as text"};
+  ddp::show_true_defaults(app);  // Note [Help that tells the truth]
   std::string out, text;
   std::vector<std::string> inputs;
   int step = 10, width = 100;
   app.add_option("-o,--out", out, "The merged trace to write");
   app.add_option("inputs", inputs, "The per-rank files (<name>.rank<r>.json)")->check(CLI::ExistingFile);
   app.add_option("--text", text, "Instead: draw one step of this trace (merged or one rank's) as text")->check(CLI::ExistingFile);
-  app.add_option("--step", step, "With --text: which step (the n-th forward of each rank, from 0) [default 10]")
+  app.add_option("--step", step, "With --text: which step (the n-th forward of each rank, from 0)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--width", width, "With --text: characters for the whole step [default 100]")->check(CLI::Range(20, 1000));
+  app.add_option("--width", width, "With --text: characters for the whole step")->check(CLI::Range(20, 1000));
   ddp::parse_flags(app, argc, argv);
   ddp::set_log_identity("trace_merge");
   return ddp::guarded_main([&] {

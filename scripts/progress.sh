@@ -40,9 +40,10 @@ run_step() {
   return $rc
 }
 
-# make's lines, one per translation unit and link, as progress lines.
+# make's lines, one per translation unit and link, as progress lines; compiler errors and make's
+# "***" lines as they come (a file named error_file.cpp is not an error).
 BUILD_FILTER='s/^\[ *([0-9]+)%\] Building CXX object .*cmake_pch\.hxx\.gch$/[\1%] precompiling <torch\/torch.h> (about a minute)/p
 s/^\[ *([0-9]+)%\] Building CXX object (CMakeFiles\/)?([^ ]*\.dir\/)?(.*)\.o$/[\1%] compiling \4/p
 s/^\[ *([0-9]+)%\] Linking CXX (executable|static library) (.*)$/[\1%] linking \3/p
 s/^\[ *([0-9]+)%\] Building CUDA object (.*)$/[\1%] compiling \2/p
-/error|Error/p'
+/: (fatal )?error: |\*\*\* /p'

@@ -58,7 +58,7 @@ if [[ " $flavours " == *" cuda "* ]]; then
   [ -x /usr/local/cuda/bin/nvcc ] || die "the cuda flavour needs the CUDA 13.0 toolkit in /usr/local/cuda (nvcc, nccl.h); use 'scripts/setup.sh cpu' without it"
   if ! "$venv/bin/python" -c "import torch,sys; sys.exit(torch.__version__.split('+')[0] != '$torch_pip_version')" 2>/dev/null; then
     # One line per package pip collects (torch and its CUDA wheels, about 20).
-    run_step "[setup]" "creating $venv with torch==$torch_pip_version (4.6 GB; about 5 minutes from pip's cache, longer to download)" "$log" \
+    run_step "[setup]" "creating $venv with torch==$torch_pip_version (4.6 GB: about a minute from pip's cache, several to download)" "$log" \
       's/^(Collecting [^ ]+).*/\1/p; s/^(Installing collected packages).*/\1/p; s/^(Successfully installed).*/\1/p' \
       bash -c '/usr/bin/python3 -m venv "$1" && "$1/bin/pip" install --disable-pip-version-check --progress-bar off "torch==$2"' _ "$venv" "$torch_pip_version" ||
       die "creating the virtualenv failed: see $log"

@@ -20,6 +20,12 @@ constexpr size_t kFirstBucketBytes = 1 * kMiB;  // PyTorch's dist._DEFAULT_FIRST
 std::vector<std::vector<size_t>> assign_buckets(const std::vector<size_t>& order, const std::vector<size_t>& sizes_bytes,
                                                 size_t first_limit, size_t cap);
 
+// What travels on the wire (Note [Communication hooks]): the gradients as they are (kNone, the
+// default), or compressed to half precision for the all-reduce and decompressed after it, as
+// PyTorch's fp16_compress_hook and bf16_compress_hook do.
+enum class CommHook { kNone, kFp16, kBf16 };
+CommHook parse_comm_hook(const std::string& name);  // "none", "fp16", "bf16"; else UsageError
+
 class DistributedDataParallel {
  public:
   // Broadcasts the module's parameters and buffers from rank 0, builds the buckets and puts a
@@ -39,6 +45,10 @@ class DistributedDataParallel {
     DistributedDataParallel& d_;
   };
   std::unique_ptr<NoSync> no_sync() { return std::make_unique<NoSync>(*this); }
+
+  // ddp_model.register_comm_hook(state, fp16_compress_hook) in PyTorch: before the first
+  // backward. Throws UsageError where the backend cannot all-reduce the hook's type.
+  void register_comm_hook(CommHook hook);
 
   // Copies rank 0's buffers (BatchNorm's running statistics) to every rank: what PyTorch's DDP
   // does before every forward with broadcast_buffers=True, its default. Call it before each
@@ -77,6 +87,7 @@ class DistributedDataParallel {
     std::vector<size_t> params;  // indices into params_, in the order they sit in `flat`
     std::vector<int64_t> offsets;
     torch::Tensor flat;  // every gradient of the bucket, side by side: one all-reduce for all
+    torch::Tensor wire;  // with a comm hook: flat compressed, what the all-reduce sends
     size_t pending = 0;  // gradients of this backward still to come
     Pending work;  // its all-reduce (issue()/wait() in common/flight_recorder.h)
     bool skipped = false;
@@ -94,6 +105,7 @@ class DistributedDataParallel {
   Group& group_;
   size_t cap_bytes_;
   torch::Tensor inverse_world_;  // 1/world, multiplied in while copying into a bucket
+  CommHook hook_ = CommHook::kNone;
   std::vector<torch::Tensor> params_;
   std::vector<std::string> names_;
   std::vector<size_t> bytes_;  // each parameter's gradient size, for the bucket plan

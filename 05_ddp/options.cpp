@@ -28,6 +28,10 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
   app.add_option("--max-steps", o.max_steps, "Stop after this many optimizer steps in all")->check(CLI::NonNegativeNumber);
   app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "Gradient bucket size in MiB (25 is PyTorch's)")
       ->check(CLI::Range(0.001, 1024.0));
+  app.add_option("--comm-hook", o.comm_hook,
+                 "Gradient compression for the all-reduces, as PyTorch's DDP communication hooks: fp16 (fp16_compress_hook) or "
+                 "bf16 (bf16_compress_hook): half the bytes, gradients rounded on the way")
+      ->check(CLI::IsMember({"none", "fp16", "bf16"}));
   app.add_option("--amp", o.amp, "Mixed precision on a GPU: bf16 (autocast) or fp16 (autocast + gradient scaling)")
       ->check(CLI::IsMember({"off", "bf16", "fp16"}));
   app.add_option("--deterministic", o.deterministic,

@@ -20,6 +20,7 @@ struct TrainerOptions {
   std::optional<int> max_steps;  // stop early (short runs, tests)
   double bucket_cap_mb = 25;
   std::string amp = "off";  // off | bf16 | fp16 (CUDA only)
+  std::string comm_hook = "none";  // none | fp16 | bf16: what the all-reduces send (Note [Communication hooks])
   std::string deterministic = "on";  // on | off: see Note [Reproducible GPU runs]
   uint64_t seed = 0;
   // data

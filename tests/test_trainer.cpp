@@ -149,7 +149,10 @@ INSTANTIATE_TEST_SUITE_P(
                       // BatchNorm: buffers broadcast from rank 0 before every forward (Note [Buffers]).
                       TrainerParity{"CnnBn", "cnn_bn", {"--max-steps", "12"}},
                       TrainerParity{"CnnBn3Ranks", "cnn_bn", {"--max-steps", "6"}, "0", 3, "1000"},
-                      TrainerParity{"Cnn4Ranks", "cnn", {"--max-steps", "5"}, "0", 4, "1000"}),
+                      TrainerParity{"Cnn4Ranks", "cnn", {"--max-steps", "5"}, "0", 4, "1000"},
+                      // PyTorch's fp16_compress_hook (Note [Communication hooks]): bit for bit.
+                      TrainerParity{"MlpFp16CommHook", "mlp", {"--max-steps", "40", "--comm-hook", "fp16"}},
+                      TrainerParity{"CnnFp16CommHook", "cnn", {"--max-steps", "12", "--comm-hook", "fp16"}}),
     [](const ::testing::TestParamInfo<TrainerParity>& i) { return i.param.name; });
 
 // Note [SyncBatchNorm]: N ranks of b images with --sync-bn compute what one process computes on
@@ -182,6 +185,45 @@ TEST(Trainer, SyncBatchNormAtTwoAndThreeRanksTrainsAsOneProcessOnTheGlobalBatch)
       EXPECT_NE(r.output.find(sync ? "tolerance 1e-05: OK" : "tolerance 1e-05: FAILED"), std::string::npos) << r.output;
     }
   }
+#endif
+}
+
+// bf16_compress_hook: bit for bit with PyTorch's where the backend sums bfloat16 (LibTorch 2.x's
+// Gloo, NCCL); LibTorch 1.13's Gloo cannot, and there the trainer refuses the flag (exit 2)
+// where PyTorch 1.13's hook fails at its first all-reduce: both sides are checked.
+TEST(Trainer, Bf16CommHookMatchesPyTorchOrIsRefusedWherePyTorchFails) {
+#ifndef DDP_REFERENCE_PYTHON
+  GTEST_SKIP() << "no Python with PyTorch configured (DDP_REFERENCE_PYTHON): scripts/build.sh sets it";
+#else
+  const std::string dir = temp_dir();
+  const std::vector<std::string> shared = {"--model", "mlp", "--train-samples", "2048", "--batch-size", "32", "--warmup-steps", "5",
+                                           "--max-steps", "20", "--comm-hook", "bf16"};
+  auto cpp = trainer(2, plus(plus(shared, {"--timeout", "20", "--out", dir, "--test-samples", "500"}),
+                             {"--save-init", dir + "/init.pt", "--save-params", dir + "/final.pt"}),
+                     120, {{"OMP_NUM_THREADS", "1"}});
+  const bool refused = cpp.exit_code == 2;
+  if (refused) {
+    EXPECT_NE(cpp.output.find("--comm-hook bf16: the Gloo of LibTorch 1.13 cannot all-reduce bfloat16"), std::string::npos) << cpp.output;
+    // PyTorch of the same version, from the same initial weights: its hook fails too.
+    auto init = trainer(1, {"--model", "mlp", "--max-steps", "0", "--out", dir + "/init-run", "--save-init", dir + "/init.pt",
+                            "--test-samples", "10", "--train-samples", "64"},
+                        60);
+    expect_ok(init);
+  } else {
+    expect_ok(cpp);
+  }
+  ProcSpec py{{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/trainer_reference.py", "--init", dir + "/init.pt",
+               "--compare", dir + "/final.pt", "--world-size", "2", "--tolerance", "0"}};
+  py.argv.insert(py.argv.end(), shared.begin(), shared.end());
+  auto r = run_one(py, 240);
+  if (refused) {
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("Invalid scalar type"), std::string::npos) << r.output;
+  } else {
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("bit-identical: yes"), std::string::npos) << r.output;
+  }
+  std::system(("rm -rf " + dir).c_str());
 #endif
 }
 

@@ -26,6 +26,7 @@ import torch  # noqa: E402
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
@@ -114,6 +115,9 @@ def worker(rank, a, store_file, out_file):
         for p, t in zip(model.parameters(), load_list(a.init)):
             p.copy_(t)
     ddp = DDP(model)
+    if a.comm_hook != "none":  # as 05_ddp --comm-hook (Note [Communication hooks])
+        ddp.register_comm_hook(None, {"fp16": default_hooks.fp16_compress_hook,
+                                      "bf16": default_hooks.bf16_compress_hook}[a.comm_hook])
     if a.optimizer == "adamw":
         opt = torch.optim.AdamW(ddp.parameters(), lr=a.lr, weight_decay=a.weight_decay)
     else:
@@ -197,6 +201,7 @@ def main():
     ap.add_argument("--warmup-steps", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tolerance", type=float, default=0.0)
+    ap.add_argument("--comm-hook", choices=["none", "fp16", "bf16"], default="none")
     a = ap.parse_args()
     if a.print_buckets:
         print_buckets(a.print_buckets)

@@ -4,7 +4,8 @@
 // the workers before LibTorch runs anything, hosts the store on a port the OS picks (so two
 // runs never clash), hands each worker its rank, local rank and node rank, and watches them:
 // when one fails it stops the others and prints who failed first and why. With --max-restarts
-// it then starts them all again, as torchrun does (step 6).
+// it then starts them all again, as torchrun does (step 6). With --link each simulated node
+// becomes a host of its own, on a link of that bandwidth (step 1b, Note [Nodes as hosts]).
 //
 // Usage:
 //   ./build/02_spawn --world-size 8
@@ -14,6 +15,7 @@
 //                                      # ... and the others' flight recorders name the rank behind
 //   ./build/02_spawn --world-size 2 -- ./build/01_join_group         # any program as the workers
 //   ./build/02_spawn --world-size 2 --fail-rank 1 --max-restarts 1   # fails once, then all start again
+//   ./build/02_spawn --nnodes 2 --nproc-per-node 1 --link 100mbit -- ./build/05_ddp   # nodes as hosts (root)
 //
 // Expected output (--nnodes 2 --nproc-per-node 2; worker lines interleave):
 //   [launcher] starting 4 workers (2 nodes x 2 per node), store on 127.0.0.1:41873 (port chosen by the OS)
@@ -41,6 +43,7 @@
 #include "common/log.h"
 #include "common/process_group.h"
 #include "common/self_check.h"
+#include "common/simulated_hosts.h"
 
 namespace {
 
@@ -161,6 +164,7 @@ struct Plan {
   double grace_s = 5;
   std::string on_failure;
   int max_restarts = 0;
+  const ddp::SimulatedHosts* hosts = nullptr;  // --link: each node a host (step 1b)
 };
 
 // Steps 2-5: one attempt of the whole world, from fork to report.
@@ -191,6 +195,10 @@ Outcome run_attempt(const Plan& plan, int attempt, const sigset_t& watched, cons
     if (w.pid == 0) {  // the child
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the launcher (no orphans on a GPU)
       if (::getppid() != launcher) ::_exit(1);
+      if (plan.hosts && !plan.hosts->enter(w.node)) {  // --link: a process of its node's host from here on
+        std::perror("02_spawn: could not enter the node's namespaces");
+        ::_exit(1);
+      }
       sigprocmask(SIG_SETMASK, &previous, nullptr);
       ::close(fds[1]);
       for (int k = 0; k < r; ++k) ::close(workers[k].port_fd);  // siblings' pipes
@@ -214,7 +222,9 @@ Outcome run_attempt(const Plan& plan, int attempt, const sigset_t& watched, cons
     so.waitWorkers = false;
     so.timeout = base.timeout();
     try {
-      store = c10::make_intrusive<c10d::TCPStore>(base.master_addr.value, so);
+      // With --link the store listens on node 0, as torchrun's agent on the first node does.
+      auto host = [&] { store = c10::make_intrusive<c10d::TCPStore>(base.master_addr.value, so); };
+      plan.hosts ? plan.hosts->in_network_of(0, host) : host();
       port = store->getPort();
     } catch (const std::exception& e) {
       ddp::log_error("could not host the store on port " + std::to_string(so.port) + ": " + ddp::short_what(e) +
@@ -345,6 +355,8 @@ int main(int argc, char** argv) {
   int max_restarts = 0;
   app.add_option("--max-restarts", max_restarts, "When a worker fails, stop all and start all again, up to N times (torchrun's)")
       ->check(CLI::NonNegativeNumber);
+  std::optional<std::string> link;
+  app.add_option("--link", link, "Each node a host with its own address, on a link of this bandwidth (e.g. 100mbit, 1gbit); needs root");
   app.add_option("--grace", grace_s, "Seconds the others get after SIGTERM before SIGKILL");
   std::string on_failure = "stop";
   app.add_option("--on-failure", on_failure, "When a worker fails: stop the others (torchrun's way), or wait and watch them fail by themselves")
@@ -387,6 +399,13 @@ int main(int argc, char** argv) {
     base.local_world_size = {per_node, plan_src};
     base.external_store = {true, "02_spawn hosts the store"};
     base.simulated_nodes = n_nodes;  // they all share this host's GPUs
+    // 1b. --link: each node a host of its own, node 0's address the master's (Note [Nodes as hosts]).
+    double link_bits = 0;
+    if (link) {
+      link_bits = ddp::parse_link_rate(*link);
+      if (flags.master_addr) throw ddp::UsageError("--link: the store is on node 0's address; leave --master-addr out");
+      base.master_addr = {ddp::SimulatedHosts::address(0), "--link: node 0's address"};
+    }
     ddp::validate(base);
     if (!command.empty() && base.file_init()) throw ddp::UsageError("--init file:// is for the built-in worker; give it to the program after -- instead");
     if (max_restarts > 0 && base.file_init()) {
@@ -407,7 +426,14 @@ int main(int argc, char** argv) {
     sigemptyset(&watched);
     for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGUSR1, SIGUSR2}) sigaddset(&watched, s);
     sigprocmask(SIG_BLOCK, &watched, &previous);
-    const Plan plan{base, world, n_nodes, per_node, os_port, command, fault, grace_s, on_failure, max_restarts};
+    std::unique_ptr<ddp::SimulatedHosts> hosts;
+    if (link) {
+      hosts = std::make_unique<ddp::SimulatedHosts>(n_nodes, link_bits);
+      std::string names;
+      for (int k = 0; k < n_nodes; ++k) names += (k ? ", " : "") + hosts->name(k) + " " + hosts->address(k);
+      ddp::log(std::to_string(n_nodes) + " node(s) as hosts on " + ddp::describe_rate(link_bits) + " links to one bridge: " + names);
+    }
+    const Plan plan{base, world, n_nodes, per_node, os_port, command, fault, grace_s, on_failure, max_restarts, hosts.get()};
 
     // 6. Restarts, torchrun's --max-restarts: when an attempt fails, all its workers have been
     //    stopped (step 4); start them all again, with a fresh store, up to N times. There is no

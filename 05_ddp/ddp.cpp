@@ -81,11 +81,11 @@ CommHook parse_comm_hook(const std::string& name) {
 void DistributedDataParallel::register_comm_hook(CommHook hook) {
   if (rebuilt_ || in_backward_) throw UsageError("register_comm_hook: call it before the first backward, as in PyTorch");
 #if TORCH_VERSION_MAJOR < 2
-  // LibTorch 1.13's Gloo has no bfloat16 sum; PyTorch 1.13's bf16_compress_hook fails the same
-  // way ("Invalid scalar type"). NCCL has it.
+  // LibTorch 1.13's Gloo has no bfloat16 sum ("Invalid scalar type"); PyTorch 1.13's DDP refuses
+  // bf16_compress_hook without CUDA 11+ and NCCL 2.10+. NCCL has it, and so has 2.x's Gloo.
   if (hook == CommHook::kBf16 && group_.pg->getBackendName() == "gloo") {
     throw UsageError("--comm-hook bf16: the Gloo of LibTorch 1.13"
-                     " cannot all-reduce bfloat16 (PyTorch's bf16_compress_hook fails there too: Invalid scalar type); use "
+                     " cannot all-reduce bfloat16 (PyTorch 1.13 refuses bf16_compress_hook without CUDA and NCCL too); use "
                      "--comm-hook fp16, NCCL, or LibTorch 2.x");
   }
 #endif

@@ -20,6 +20,7 @@ struct JobSpec {
   bool no_signal = false;    // --signal none: no warning, as an unprepared job
   std::vector<std::string> extra_lines;  // more #SBATCH options, verbatim
   int max_requeue = 5;                   // --local: requeues before the job is held (MaxBatchRequeue)
+  double link_bits_per_s = 0;            // --local --link: nodes as hosts on links of this rate (0: loopback)
   std::string trainer;                   // absolute path of 05_ddp
   std::string out_dir;                   // absolute: job logs and <job id>/ of the trainer
   std::string submit_dir;                // absolute: where the job starts (--chdir)

@@ -21,6 +21,7 @@
 #include "common/paths.h"
 #include "common/preemption.h"
 #include "common/rank_env.h"
+#include "common/simulated_hosts.h"
 
 extern char** environ;
 
@@ -32,6 +33,8 @@ namespace ddp {
 //   * Nodes are named by loopback addresses, 127.0.0.1 .. 127.0.0.N, written as a Slurm host list
 //     ("127.0.0.[1-2]"): the trainer expands it and finds rank 0's address, the first host, as it
 //     would find "gpu01". (Real node names would need DNS; these resolve everywhere.)
+//     With --link the nodes are hosts, node0 .. nodeN-1 on shaped links (Note [Nodes as hosts]):
+//     the list is "node[0-1]", each task runs in its node's namespaces, and the names resolve there.
 //   * The job id is chosen so that the port the trainer derives from it (15000 + id % 10000) is
 //     free right now.
 //   * Every task gets the variables srun sets (see run_local()), with an environment cleaned of
@@ -74,8 +77,11 @@ std::string describe(int status) {
 }
 
 // One run of the job (a requeue starts another). Returns the job's end state, Slurm's words.
-std::string run_once(const JobSpec& spec, int job_id, int restart, const std::string& sim_dir) {
-  const std::string nodelist = spec.nodes == 1 ? "127.0.0.1" : "127.0.0.[1-" + std::to_string(spec.nodes) + "]";
+std::string run_once(const JobSpec& spec, int job_id, int restart, const std::string& sim_dir, const SimulatedHosts* hosts) {
+  auto node_name = [&](int node) { return hosts ? hosts->name(node) : "127.0.0." + std::to_string(node + 1); };
+  const std::string nodelist = spec.nodes == 1 ? node_name(0)
+                               : hosts         ? "node[0-" + std::to_string(spec.nodes - 1) + "]"
+                                               : "127.0.0.[1-" + std::to_string(spec.nodes) + "]";
   const std::string tpn = std::to_string(spec.tasks_per_node) + (spec.nodes > 1 ? "(x" + std::to_string(spec.nodes) + ")" : "");
   const std::string job = std::to_string(job_id);
   std::vector<std::string> base;
@@ -117,16 +123,21 @@ std::string run_once(const JobSpec& spec, int job_id, int restart, const std::st
     std::vector<std::string> env = base;
     for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
              {"SLURM_PROCID", std::to_string(r)}, {"SLURM_LOCALID", std::to_string(t.local)},
-             {"SLURM_NODEID", std::to_string(t.node)}, {"SLURMD_NODENAME", "127.0.0." + std::to_string(t.node + 1)}}) {
+             {"SLURM_NODEID", std::to_string(t.node)}, {"SLURMD_NODENAME", node_name(t.node)}}) {
       env.push_back(k + "=" + v);
     }
+    // setpriv (util-linux): the task dies with the simulator, also when that is killed with SIGKILL,
+    // as slurmstepd takes its tasks with it; with --link the task enters its node first (nsenter).
+    std::vector<std::string> words = {"setpriv", "--pdeathsig", "KILL", "--"};
+    if (hosts) for (auto& w : hosts->enter_command(t.node)) words.push_back(w);
+    words.insert(words.end(), cmd.begin(), cmd.end());
     std::vector<char*> argv, envp;
-    for (const auto& a : cmd) argv.push_back(const_cast<char*>(a.c_str()));
+    for (const auto& a : words) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
     for (auto& kv : env) envp.push_back(kv.data());
     envp.push_back(nullptr);
-    const int err = ::posix_spawn(&t.pid, cmd[0].c_str(), nullptr, &attr, argv.data(), envp.data());
-    if (err != 0) throw UsageError("cannot start " + cmd[0] + ": " + std::strerror(err));
+    const int err = ::posix_spawnp(&t.pid, words[0].c_str(), nullptr, &attr, argv.data(), envp.data());
+    if (err != 0) throw UsageError("cannot start " + words[0] + ": " + std::strerror(err));
   }
   log("job " + job + (restart ? " (restart " + std::to_string(restart) + ")" : "") + " running: " + std::to_string(spec.world()) +
       " tasks on " + nodelist + ", tasks per node " + tpn + ", time limit " + spec.time +
@@ -186,7 +197,7 @@ std::string run_once(const JobSpec& spec, int job_id, int restart, const std::st
   if (terminated) return "TIMEOUT";
   for (const Task& task : tasks) {
     if (!(WIFEXITED(task.status) && WEXITSTATUS(task.status) == 0)) {
-      log_error("job " + job + ": task " + std::to_string(task.rank) + " (node 127.0.0." + std::to_string(task.node + 1) +
+      log_error("job " + job + ": task " + std::to_string(task.rank) + " (node " + node_name(task.node) +
                 ", pid " + std::to_string(task.pid) + ") ended with " + describe(task.status));
       return "FAILED";
     }
@@ -207,13 +218,19 @@ int run_local(const JobSpec& spec) {
     throw std::runtime_error("cannot place the stand-in scontrol in " + sim_dir + "/bin");
   }
   const int job_id = choose_job_id();
+  std::unique_ptr<SimulatedHosts> hosts;
+  if (spec.link_bits_per_s > 0) {
+    hosts = std::make_unique<SimulatedHosts>(spec.nodes, spec.link_bits_per_s);
+    log(std::to_string(spec.nodes) + " node(s) as hosts on " + describe_rate(spec.link_bits_per_s) + " links to one bridge (node0 = " +
+        hosts->address(0) + ", ...)");
+  }
   log("simulated Slurm: job " + std::to_string(job_id) + " (" + spec.name + "), " + std::to_string(spec.nodes) +
       " node(s) x " + std::to_string(spec.tasks_per_node) + " task(s); trainer output in " + spec.out_dir + "/" +
       std::to_string(job_id));
   std::string state;
   int restart = 0;
   for (;; ++restart) {
-    state = run_once(spec, job_id, restart, sim_dir);
+    state = run_once(spec, job_id, restart, sim_dir, hosts.get());
     if (state != "REQUEUED") break;
     if (restart + 1 > spec.max_requeue) {
       state = "REQUEUE_HOLD";

@@ -40,6 +40,7 @@
 
 #include "06_slurm/job.h"
 #include "06_slurm/local_cluster.h"
+#include "common/simulated_hosts.h"
 #include "common/cli.h"
 #include "common/command.h"
 #include "common/errors.h"
@@ -191,6 +192,8 @@ int main(int argc, char** argv) {
   app.add_flag("--local", local, "Run the job on this machine with a simulated Slurm (no cluster needed)");
   app.add_option("--max-requeue", j.max_requeue, "With --local: requeues before the job is held (5 is Slurm's MaxBatchRequeue)")
       ->check(CLI::Range(0, 1000));
+  std::optional<std::string> link;
+  app.add_option("--link", link, "With --local: each node a host with its own address, on a link of this bandwidth (e.g. 100mbit); needs root");
   app.add_option("--timeout", timeout_s, "Seconds each sbatch/scontrol call may take")->check(CLI::PositiveNumber);
   // Everything after "--" goes to the trainer, as in the batch scripts' "$@".
   for (int i = 1; i < argc; ++i) {
@@ -216,6 +219,8 @@ int main(int argc, char** argv) {
     j.tasks_per_node = j.gpus_per_node > 0 ? j.gpus_per_node : tasks.value_or(2);
     if (do_follow && !do_submit) throw ddp::UsageError("--follow follows a job that --submit submitted: add --submit");
     if (local && (do_submit || !script_out.empty())) throw ddp::UsageError("--local runs the job here: drop --submit/--script-out");
+    if (link && !local) throw ddp::UsageError("--link shapes the simulated nodes' links: add --local (a real cluster has real links)");
+    if (link) j.link_bits_per_s = ddp::parse_link_rate(*link);
     if (!j.nodelist.empty()) ddp::expand_hostlist(j.nodelist);  // refuses a malformed list now, not in the queue
     j.trainer = absolute(j.trainer.empty() ? ddp::program_beside("05_ddp") : j.trainer);
     if (::access(j.trainer.c_str(), X_OK) != 0) throw ddp::UsageError("the trainer " + j.trainer + " is not there: build 05_ddp");

@@ -201,6 +201,10 @@ bool SimulatedHosts::enter(int node) const {
          ::setns(mnt_fd_[node], CLONE_NEWNS) == 0 && ::chdir(cwd_.c_str()) == 0;
 }
 
+std::vector<std::string> SimulatedHosts::enter_command(int node) const {
+  return {"nsenter", "-t", std::to_string(holders_[node]), "-n", "-u", "-m", "--wd=" + cwd_, "--"};
+}
+
 void SimulatedHosts::in_network_of(int node, const std::function<void()>& f) const {
   if (::setns(net_fd_[node], CLONE_NEWNET) != 0) throw std::runtime_error(std::string("setns: ") + std::strerror(errno));
   try {

@@ -36,6 +36,8 @@ class SimulatedHosts {
   // Runs `f` on this thread inside node's network namespace, then comes back: a socket
   // opened by `f` (the launcher's store) stays in that node.
   void in_network_of(int node, const std::function<void()>& f) const;
+  // The same for a program started with posix_spawn: put this before its argv (nsenter).
+  std::vector<std::string> enter_command(int node) const;
 
  private:
   void release();

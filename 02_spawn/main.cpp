@@ -41,6 +41,7 @@
 #include "common/flight_recorder.h"
 #include "common/failure.h"
 #include "common/log.h"
+#include "common/net.h"
 #include "common/process_group.h"
 #include "common/self_check.h"
 #include "common/simulated_hosts.h"
@@ -79,7 +80,7 @@ struct Fault {
   int straggle_ms = 3000;
 };
 
-int run_worker(const Worker& w, ddp::RankInfo info, int nproc, int port_fd, const Fault& fault) {
+int run_worker(const Worker& w, ddp::RankInfo info, int nproc, int port_fd, const Fault& fault, bool as_host) {
   const std::string who = "assigned by 02_spawn";
   info.rank = {w.rank, who};
   info.local_rank = {w.local, who};
@@ -92,7 +93,8 @@ int run_worker(const Worker& w, ddp::RankInfo info, int nproc, int port_fd, cons
     ddp::log_backend_note(info);
     info.master_port = {receive_port(port_fd, info), who + " (OS-chosen port of the launcher's store)"};
     ddp::Group g = ddp::init_process_group(info);
-    ddp::log("node " + std::to_string(w.node) + ", local rank " + std::to_string(w.local) + ": Rank " +
+    const std::string host = as_host ? " (host " + ddp::hostname() + ")" : "";  // --link: the node's own name
+    ddp::log("node " + std::to_string(w.node) + host + ", local rank " + std::to_string(w.local) + ": Rank " +
              std::to_string(w.rank) + " has joined the process group!");
 
     // The survivors of a fault say which rank is gone or behind: see Note [Flight recorder].
@@ -204,7 +206,7 @@ Outcome run_attempt(const Plan& plan, int attempt, const sigset_t& watched, cons
       for (int k = 0; k < r; ++k) ::close(workers[k].port_fd);  // siblings' pipes
       ::setenv(ddp::kErrorFileVar, w.error_file.c_str(), 1);
       // _exit, not exit: skip static destructors of state copied from the parent.
-      ::_exit(command.empty() ? run_worker(w, base, per_node, fds[0], plan.fault)
+      ::_exit(command.empty() ? run_worker(w, base, per_node, fds[0], plan.fault, plan.hosts != nullptr)
                               : exec_worker(w, base, per_node, fds[0], command));
     }
     ::close(fds[0]);

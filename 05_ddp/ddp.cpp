@@ -277,7 +277,7 @@ void DistributedDataParallel::finish_backward() {
   //    became ready (Note [Rebuilding the buckets]).
   if (!rebuilt_) {
     rebuilt_ = true;
-    build_buckets(assign_buckets(ready_order_, bytes_, kFirstBucketBytes, cap_bytes_));
+    build_buckets(assign_buckets(ready_order_, bytes_, cap_bytes_ == kOneBucket ? kOneBucket : kFirstBucketBytes, cap_bytes_));
   }
 }
 
@@ -304,6 +304,10 @@ void DistributedDataParallel::account_overlap(double computed_us) {
 }
 
 void DistributedDataParallel::restore_buckets(const std::vector<std::vector<size_t>>& assignment) {
+  if (cap_bytes_ == kOneBucket) {  // --one-bucket keeps its one bucket, whatever the interrupted run had
+    rebuilt_ = true;
+    return;
+  }
   std::vector<int> seen(params_.size(), 0);
   for (const auto& bucket : assignment) {
     for (size_t i : bucket) {

@@ -13,6 +13,9 @@ namespace ddp {
 
 constexpr size_t kMiB = 1024 * 1024;
 constexpr size_t kFirstBucketBytes = 1 * kMiB;  // PyTorch's dist._DEFAULT_FIRST_BUCKET_BYTES
+// As the bucket cap: every gradient in one bucket, all-reduced once backward has ended (no
+// overlap), the baseline that buckets are measured against (05 --one-bucket).
+constexpr size_t kOneBucket = SIZE_MAX;
 
 // Which parameters go into which bucket: walk `order` (indices into `sizes_bytes`), fill a
 // bucket until it holds at least its limit, then start the next. The first bucket's limit is

@@ -155,12 +155,13 @@ int main(int argc, char** argv) {
     model.module->to(device);
     std::vector<torch::Tensor> params = model.module->parameters();
     if (rank == 0 && !o.save_init.empty()) ddp::toy::save_params(params, o.save_init);
-    ddp::DistributedDataParallel ddp_model(model.module, group, static_cast<size_t>(o.bucket_cap_mb * ddp::kMiB));
+    ddp::DistributedDataParallel ddp_model(model.module, group, o.one_bucket ? ddp::kOneBucket : static_cast<size_t>(o.bucket_cap_mb * ddp::kMiB));
     ddp_model.register_comm_hook(ddp::parse_comm_hook(o.comm_hook));  // --comm-hook: Note [Communication hooks]
     std::unique_ptr<torch::optim::Optimizer> optimizer = ddp::make_trainer_optimizer(params, o);
     ddp::Amp amp(o.amp, device);  // --amp bf16|fp16 on a GPU; see Note [Mixed precision and DDP]
     ddp::log0("model " + o.model + ": " + std::to_string(ddp::count_parameters(params)) +
-              " parameters, all-reduced in buckets while backward runs (the first iteration in one)" +
+              (o.one_bucket ? " parameters, all-reduced in one bucket once backward has ended (--one-bucket: no overlap)"
+                            : " parameters, all-reduced in buckets while backward runs (the first iteration in one)") +
               (o.comm_hook == "none" ? "" : ", compressed to " + o.comm_hook + " on the wire"));
 
     // 4. Resume from the newest readable checkpoint, unless --reset (see Note [Atomic checkpoints]).

@@ -28,6 +28,8 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
   app.add_option("--max-steps", o.max_steps, "Stop after this many optimizer steps in all")->check(CLI::NonNegativeNumber);
   app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "Gradient bucket size in MiB (25 is PyTorch's)")
       ->check(CLI::Range(0.001, 1024.0));
+  app.add_flag("--one-bucket", o.one_bucket,
+               "Every gradient in one bucket, all-reduced once backward has ended: no overlap (what buckets are measured against)");
   app.add_option("--comm-hook", o.comm_hook,
                  "Gradient compression for the all-reduces, as PyTorch's DDP communication hooks: fp16 (fp16_compress_hook) or "
                  "bf16 (bf16_compress_hook): half the bytes, gradients rounded on the way")

@@ -19,6 +19,7 @@ struct TrainerOptions {
   int warmup_steps = 100;
   std::optional<int> max_steps;  // stop early (short runs, tests)
   double bucket_cap_mb = 25;
+  bool one_bucket = false;  // every gradient in one bucket, after backward: no overlap
   std::string amp = "off";  // off | bf16 | fp16 (CUDA only)
   std::string comm_hook = "none";  // none | fp16 | bf16: what the all-reduces send (Note [Communication hooks])
   std::string deterministic = "on";  // on | off: see Note [Reproducible GPU runs]

@@ -57,11 +57,16 @@ int main(int argc, char** argv) {
   ddp::add_common_flags(app, flags);
   int64_t min_bytes = 4096, max_bytes = 64 << 20;
   int rounds = 5;
-  std::string csv;
+  int64_t round_bytes = 32 << 20;
+  std::string csv, dtype = "float32";
+  app.add_option("--dtype", dtype, "What is summed: float32 (gradients), or float16/bfloat16 (what --comm-hook fp16/bf16 sends)")
+      ->check(CLI::IsMember({"float32", "float16", "bfloat16"}));
   app.add_option("--min-bytes", min_bytes, "Smallest message")->check(CLI::Range(int64_t{4}, int64_t{1} << 32));
   app.add_option("--max-bytes", max_bytes, "Largest message; sizes double from --min-bytes")
       ->check(CLI::Range(int64_t{4}, int64_t{1} << 32));
   app.add_option("--rounds", rounds, "Rounds per size, the best counts")->check(CLI::PositiveNumber);
+  app.add_option("--round-bytes", round_bytes, "Bytes all-reduced per round and variant (at least 2 all-reduces): less on a slow link")
+      ->check(CLI::Range(int64_t{4}, int64_t{1} << 34));
   app.add_option("--csv", csv, "Rank 0 appends 'world,bytes,plain_us,ours_us' lines here");
   ddp::parse_flags(app, argc, argv);
 
@@ -77,9 +82,11 @@ int main(int argc, char** argv) {
       if (!out) throw ddp::UsageError("--csv: cannot append to " + csv);
     }
     for (int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
-      std::vector<torch::Tensor> t{torch::zeros({std::max<int64_t>(1, bytes / 4)}, torch::kFloat32)};
-      // About 32 MiB moved per round and variant, at least 2 all-reduces: small sizes get many.
-      const int iters = static_cast<int>(std::clamp<int64_t>((32 << 20) / bytes, 2, 100));
+      const auto type = dtype == "float32" ? torch::kFloat32 : dtype == "float16" ? torch::kHalf : torch::kBFloat16;
+      const int64_t elements = std::max<int64_t>(1, bytes / torch::elementSize(type));
+      std::vector<torch::Tensor> t{torch::zeros({elements}, type)};
+      // About --round-bytes moved per round and variant, at least 2 all-reduces: small sizes get many.
+      const int iters = static_cast<int>(std::clamp<int64_t>(round_bytes / bytes, 2, 100));
       g.pg->allreduce(t)->wait();  // warm-up: Gloo sets up the pairs' buffers for this size
       double plain = 1e300, ours = 1e300;
       for (int r = 0; r < rounds; ++r) {

@@ -32,7 +32,7 @@ AlphaBeta fit(const std::vector<Point>& points) {
 
 StepPrediction predict_step(const AlphaBeta& m, const StepPlan& plan) {
   StepPrediction out;
-  const double first = 1 << 20;
+  const double first = plan.first_bucket;
   // The buckets: (bytes, ready time).
   std::vector<std::pair<double, double>> buckets;
   if (plan.gradients.empty()) {
@@ -54,7 +54,7 @@ StepPrediction predict_step(const AlphaBeta& m, const StepPlan& plan) {
   }
   double comm_end = 0;
   for (const auto& [size, ready] : buckets) {
-    const double t = m.time(plan.world, size);
+    const double t = m.time(plan.world, size * plan.wire_fraction);
     comm_end = std::max(comm_end, ready) + t;  // one all-reduce after another
     out.comm_s += t;
     ++out.buckets;

@@ -47,12 +47,14 @@ struct Gradient {
 
 // A DDP step by the model. Buckets are cut as 05 (and PyTorch) cut them: gradients in the
 // order they become ready, whole tensors, a bucket closed once it holds at least its limit
-// (1 MiB for the first, `bucket_cap` after). Without `gradients`, backward produces
+// (`first_bucket` for the first, `bucket_cap` after). Without `gradients`, backward produces
 // `param_bytes` as a steady stream over `backward_s` and a bucket is exactly its limit. Each
 // bucket's all-reduce starts when its last gradient is ready and the previous all-reduce is
 // done; the step ends when backward and the last all-reduce have, plus forward and optimizer.
 struct StepPlan {
   double param_bytes = 0, bucket_cap = 25.0 * (1 << 20);
+  double first_bucket = 1 << 20;  // the first bucket's limit; with bucket_cap infinite: one bucket (05 --one-bucket)
+  double wire_fraction = 1;       // the bytes sent per byte of gradient: 0.5 with an fp16/bf16 comm hook
   double forward_s = 0, backward_s = 0, optimizer_s = 0;
   int world = 2;
   std::vector<Gradient> gradients;  // in ready order (from a --trace run); empty: a steady stream

@@ -6,6 +6,8 @@
 //   ./build-cpu/cost_model --csv runs/cost/allreduce.csv
 //   ./build-cpu/cost_model --csv runs/cost/allreduce.csv --trace runs/cost/trace.json \
 //       --bucket-sweep 0.25,1,4,25 --nodes 4 --gpus-per-node 8 --intra-gbps 800 --inter-gbps 25
+//   ./build-cpu/cost_model --csv runs/link/allreduce.csv --link 100mbit --trace runs/link/trace.json \
+//       --compare buckets=330,one-bucket=360,fp16=180     # measured on links of a known rate (--link)
 //   ./build-cpu/cost_model --csv runs/cost/allreduce.csv --param-mb 440 --forward-ms 60 --backward-ms 120 \
 //       --bucket-cap-mb 25 --nodes 4 --gpus-per-node 8 --inter-gbps 25     # a model you have not traced
 //
@@ -25,6 +27,7 @@
 #include "common/errors.h"
 #include "common/failure.h"
 #include "common/log.h"
+#include "common/simulated_hosts.h"
 #include "common/trace.h"
 
 namespace {
@@ -144,7 +147,7 @@ std::vector<double> parse_list(const std::string& flag, const std::string& text)
 int main(int argc, char** argv) {
   CLI::App app{"cost_model: the alpha-beta model of all-reduce, fitted here, and the DDP steps it predicts"};
   ddp::show_true_defaults(app);  // Note [Help that tells the truth]
-  std::string csv, trace, sweep, measured, measured_hidden;
+  std::string csv, trace, sweep, measured, measured_hidden, link, compare, csv_fp16;
   double bucket_cap_mb = 25, intra_gbps = 100, inter_gbps = 25;
   std::optional<double> latency_us, param_mb, forward_ms, backward_ms, optimizer_ms;
   int nodes = 4, gpus_per_node = 8;
@@ -158,6 +161,10 @@ int main(int argc, char** argv) {
   app.add_option("--bucket-sweep", sweep, "Predict the step for each of these caps (MiB, comma-separated)");
   app.add_option("--measured-ms", measured, "The measured step time for each cap of --bucket-sweep, same order");
   app.add_option("--measured-hidden", measured_hidden, "The measured overlap share (%) for each cap of --bucket-sweep, same order");
+  app.add_option("--csv-fp16", csv_fp16, "allreduce_bench --dtype float16's measurements: the all-reduces of --compare fp16/bf16");
+  app.add_option("--link", link, "The rate of the links --csv was measured on (02_spawn --link): how near the fitted beta comes to it");
+  app.add_option("--compare", compare,
+                 "Measured step times (ms) to predict: buckets=MS,one-bucket=MS,fp16=MS,bf16=MS (05 as traced, --one-bucket, --comm-hook)");
   app.add_option("--nodes", nodes, "What if: nodes")->check(CLI::PositiveNumber);
   app.add_option("--gpus-per-node", gpus_per_node, "What if: ranks per node")->check(CLI::PositiveNumber);
   app.add_option("--intra-gbps", intra_gbps, "What if: link speed within a node, Gb/s")->check(CLI::PositiveNumber);
@@ -182,6 +189,12 @@ int main(int argc, char** argv) {
     std::printf("fitted ring model: alpha = %.1f us per step, beta = %.3f ns/byte (busbw limit 1/beta = %.2f GB/s); "
                 "median |error| %.0f%%, worst %.0f%%\n",
                 m.alpha * 1e6, m.beta * 1e9, 1 / m.beta / 1e9, errors[errors.size() / 2] * 100, errors.back() * 100);
+    if (!link.empty()) {
+      // busbw tends to 1/beta: the bytes per second each link carries, which the link's rate sets.
+      const double configured = ddp::parse_link_rate(link) / 8, fitted = 1 / m.beta;
+      std::printf("the link: configured %s = %.3f MB/s each way; the fit's 1/beta = %.3f MB/s: %+.1f%%\n",
+                  ddp::describe_rate(configured * 8).c_str(), configured / 1e6, fitted / 1e6, (fitted / configured - 1) * 100);
+    }
     if (!g_plain_over_ours.empty()) {
       double log_sum = 0;
       for (double r : g_plain_over_ours) log_sum += std::log(r);
@@ -231,6 +244,40 @@ int main(int argc, char** argv) {
       if (!hid.empty()) std::snprintf(h, sizeof(h), "%.0f%%", hid[i]);
       std::printf("%10g %8d %12s %10s %7.0f%% %15s %14s %16s\n", caps[i], s.buckets, ms(s.comm_s).c_str(), ms(s.exposed_s).c_str(),
                   s.hidden_share() * 100, ms(s.step_s).c_str(), got.empty() ? "-" : ms(got[i] / 1e3).c_str(), h);
+    }
+
+    // 2b. Variants of the same step, predicted against their measured times: one bucket after
+    //     backward (no overlap), and compression hooks that halve the bytes on the wire.
+    if (!compare.empty()) {
+      std::printf("\n");
+      // with --csv-fp16 at the rate measured for them (Gloo sums 16-bit floats on the CPU slower
+      // per byte than float32), else at float32's.
+      const ddp::cost::AlphaBeta m16 = csv_fp16.empty() ? m : ddp::cost::fit(read_csv(csv_fp16));
+      if (!csv_fp16.empty()) {
+        std::printf("fitted to the float16 all-reduces (%s): alpha = %.1f us per step, beta = %.3f ns/byte\n", csv_fp16.c_str(),
+                    m16.alpha * 1e6, m16.beta * 1e9);
+      }
+      std::printf("%-12s %8s %12s %10s %15s %14s %8s\n", "variant", "buckets", "all-reduce", "exposed", "predicted_step", "measured_step",
+                  "error");
+      std::stringstream items(compare);
+      double worst = 0;
+      for (std::string item; std::getline(items, item, ',');) {
+        const size_t eq = item.find('=');
+        const std::string name = item.substr(0, eq);
+        const std::vector<double> got_ms = eq == std::string::npos ? std::vector<double>{} : parse_list("--compare " + name, item.substr(eq + 1));
+        if (got_ms.size() != 1) throw ddp::UsageError("--compare: '" + item + "' is not NAME=MS");
+        ddp::cost::StepPlan v = plan;
+        v.bucket_cap = bucket_cap_mb * (1 << 20);
+        if (name == "one-bucket") v.first_bucket = v.bucket_cap = INFINITY;
+        else if (name == "fp16" || name == "bf16") v.wire_fraction = 0.5;  // half the bytes, summed as 16-bit floats:
+        else if (name != "buckets") throw ddp::UsageError("--compare: '" + name + "': use buckets, one-bucket, fp16 or bf16");
+        const auto s = ddp::cost::predict_step(v.wire_fraction < 1 && !csv_fp16.empty() ? m16 : m, v);
+        const double error = s.step_s / (got_ms[0] / 1e3) - 1;
+        worst = std::max(worst, std::fabs(error));
+        std::printf("%-12s %8d %12s %10s %15s %14s %+7.1f%%\n", name.c_str(), s.buckets, ms(s.comm_s).c_str(), ms(s.exposed_s).c_str(),
+                    ms(s.step_s).c_str(), ms(got_ms[0] / 1e3).c_str(), error * 100);
+      }
+      std::printf("largest |error| of the predicted steps: %.1f%%\n", worst * 100);
     }
 
     // 3. What if: the same model and compute on a cluster, its links given by flag.

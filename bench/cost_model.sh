@@ -3,14 +3,19 @@
 # 2, 3 and 4 (time, algbw, busbw; ours against plain c10d Gloo), the alpha-beta ring model fitted
 # to it with its error at every point, a DDP step of the CNN predicted from a traced 05_ddp run,
 # the --bucket-cap-mb sweep measured and predicted, and a what-if cluster.
-# Usage: bench/cost_model.sh [--quick] [output folder, default runs/cost_model] [cost_model what-if flags...]
+# Usage: bench/cost_model.sh [--quick] [--link RATE] [output folder, default runs/cost_model] [cost_model what-if flags...]
 #   e.g. bench/cost_model.sh runs/cost_model --nodes 4 --gpus-per-node 8 --inter-gbps 25
 # --quick (the tests): world sizes 2-3, up to 1 MiB, short training runs.
+# --link RATE (root): the same on nodes that are hosts on links of RATE (02_spawn --link, Note
+#   [Nodes as hosts]), one rank per node: the sweep at world 2 and 4, the fitted beta against RATE,
+#   and the CNN's step with buckets, with one bucket (--one-bucket) and with --comm-hook fp16,
+#   measured and predicted. e.g. bench/cost_model.sh --link 100mbit runs/link-100mbit
 # DDP_BUILD_DIR=<folder>: use those binaries as they are (no build).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-quick=
+quick= link=
 if [ "${1:-}" = --quick ]; then quick=1; shift; fi
+if [ "${1:-}" = --link ]; then link=${2:?--link needs a rate such as 100mbit}; shift 2; fi
 out=${1:-runs/cost_model}
 shift || true
 if [ -n "${DDP_BUILD_DIR:-}" ]; then
@@ -20,7 +25,53 @@ else
   bin=$root/build-cpu
 fi
 mkdir -p "$out"
-rm -f "$out/allreduce.csv"
+rm -f "$out/allreduce.csv" "$out/allreduce-fp16.csv"
+
+# The step time of a 05_ddp log: its throughput line, 2 ranks x 64 images per step.
+step_ms() {
+  local rate
+  rate=$(sed -n 's/.*throughput: \([0-9.]*\) samples\/s.*/\1/p' "$1" | tail -n 1)
+  [ -n "$rate" ] || { echo "no throughput line in $1" >&2; cat "$1" >&2; return 1; }
+  awk -v r="$rate" 'BEGIN { printf "%.1f", 2 * 64 / r * 1000 }'
+}
+
+if [ -n "$link" ]; then
+  # Sizes and rounds scaled to the rate: ~0.4 s of traffic per round, sizes up to twice that.
+  bits=$(echo "$link" | awk '{ n = $0 + 0; u = tolower($0); print n * (u ~ /g/ ? 1e9 : u ~ /m/ ? 1e6 : 1e3) }')
+  round=$(awk -v b="$bits" 'BEGIN { printf "%d", b / 8 * 0.4 }')
+  max=4096; while [ "$max" -lt $((round * 2)) ]; do max=$((max * 2)); done
+  [ -n "$quick" ] && max=1048576 round=1048576  # the tests: up to 1 MiB, short runs
+  echo "== all-reduce between hosts on $link links (one rank per node; each line: the best of 2 rounds) =="
+  for n in 2 4; do
+    "$bin/02_spawn" --nnodes "$n" --nproc-per-node 1 --link "$link" --timeout 300 -- "$bin/allreduce_bench" --csv "$out/allreduce.csv" \
+      --max-bytes "$max" --round-bytes "$round" --rounds 2 > "$out/allreduce-$n.log" 2>&1 || { cat "$out/allreduce-$n.log"; exit 1; }
+  done
+  # What --comm-hook fp16 all-reduces: float16, half the bytes, summed slower per byte on the CPU.
+  "$bin/02_spawn" --nnodes 2 --nproc-per-node 1 --link "$link" --timeout 300 -- "$bin/allreduce_bench" --csv "$out/allreduce-fp16.csv" \
+    --dtype float16 --max-bytes "$max" --round-bytes "$round" --rounds 2 > "$out/allreduce-fp16.log" 2>&1 ||
+    { cat "$out/allreduce-fp16.log"; exit 1; }
+  # The CNN at world 2, one rank on each of two hosts: traced, then measured as it is, with one
+  # bucket, and with the fp16 hook.
+  steps=60
+  nodes=("$bin/02_spawn" --nnodes 2 --nproc-per-node 1 --link "$link" --timeout 120 --)
+  train=(--model cnn --max-steps "$steps" --log-every 1000 --reset --timeout 60 --test-samples 200)
+  [ -n "$quick" ] && train+=(--max-steps 8 --train-samples 2000)
+  echo "== the CNN on 2 hosts: traced, then measured ($steps steps each) =="
+  "${nodes[@]}" "$bin/05_ddp" "${train[@]}" --out "$out/trace-run" --trace "$out/trace.json" > "$out/trace-run.log" 2>&1 ||
+    { cat "$out/trace-run.log"; exit 1; }
+  compare=()
+  for variant in buckets one-bucket fp16; do
+    case $variant in buckets) extra=() ;; one-bucket) extra=(--one-bucket) ;; fp16) extra=(--comm-hook fp16) ;; esac
+    "${nodes[@]}" "$bin/05_ddp" "${train[@]}" "${extra[@]}" --out "$out/$variant" > "$out/$variant.log" 2>&1 ||
+      { cat "$out/$variant.log"; exit 1; }
+    ms=$(step_ms "$out/$variant.log")
+    echo "$variant: $ms ms per step ($(grep -o 'overlap: [0-9.]*%' "$out/$variant.log" | tail -n 1) of all-reduce hidden behind backward)"
+    compare+=("$variant=$ms")
+  done
+  echo "== the model =="
+  "$bin/cost_model" --csv "$out/allreduce.csv" --csv-fp16 "$out/allreduce-fp16.csv" --link "$link" --trace "$out/trace.json" --compare "$(IFS=,; echo "${compare[*]}")" "$@"
+  exit 0
+fi
 
 if [ -n "$quick" ]; then worlds="2 3"; sweep=(--max-bytes 1048576 --rounds 2); steps=12; caps="1,25"
 else worlds="2 3 4"; sweep=(); steps=120; caps="0.25,1,4,25"; fi

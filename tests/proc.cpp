@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/command.h"
 #include "common/error_file.h"
 #include "common/net.h"
 #include "common/rank_env.h"
@@ -155,5 +156,16 @@ int gpu_count() {
 }
 
 ProcResult run_one(const ProcSpec& spec, double deadline_s) { return run_all({spec}, deadline_s)[0]; }
+
+std::string slurm_skip_reason() {
+  if (const char* why = std::getenv("DDP_SLURM_UNAVAILABLE")) return std::string("no local Slurm: ") + why;
+  if (!std::getenv("SLURM_CONF")) return "no Slurm: SLURM_CONF is not set (scripts/test.sh starts one as root with scripts/local_slurm.sh)";
+  auto r = ddp::run_command({"sinfo", "-h", "-N", "-o", "%N %T"}, 20);
+  if (r.exit_code != 0) return "no Slurm answers (sinfo: " + r.output + ")";
+  if (count(r.output, "idle") + count(r.output, "mix") + count(r.output, "alloc") < 2) {
+    return "the local Slurm has fewer than 2 nodes up: " + r.output;
+  }
+  return "";
+}
 
 }  // namespace ddp_test

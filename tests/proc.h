@@ -35,6 +35,9 @@ ProcResult run_one(const ProcSpec& spec, double deadline_s);
 bool gpu_host();
 // The NVIDIA GPUs of this host (/dev/nvidia0, /dev/nvidia1, ...).
 int gpu_count();
+// Why the real-Slurm tests cannot run here ("" when they can): DDP_SLURM_UNAVAILABLE (set by
+// scripts/test.sh), no SLURM_CONF, no answer from sinfo, fewer than 2 nodes up.
+std::string slurm_skip_reason();
 // Path of a program built next to the tests.
 std::string bin(const std::string& name);
 // A TCP port that is free right now.

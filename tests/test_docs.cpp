@@ -5,7 +5,8 @@
 // ~~~~~~~~~~~~~~~~~~~~~~~
 // A README block is checked when the line before its opening fence is an HTML comment
 // `<!-- checked -->` (invisible on GitHub), optionally `<!-- checked: exit=137 timeout=60 slurm
-// may=REGEX -->`; `may` names printed lines that a run may or may not print, as timing decides
+// root may=REGEX -->`; `root` blocks need root (network namespaces) and are left out, saying so,
+// without it; `may` names printed lines that a run may or may not print, as timing decides
 // (a survivor that notices a failure before the launcher stops it; Slurm's own srun lines
 // during a requeue): they are left out of the comparison on both sides; `\s` stands for a blank.
 // The block opens with the command lines, `$ ...` (a trailing `\` continues one), and the rest
@@ -34,7 +35,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -55,7 +58,9 @@ struct Block {
   int exit_code = 0;
   double timeout_s = 120;
   bool slurm = false;
-  std::string may;  // printed lines that match may be absent from the README (timing decides)
+  bool root = false;  // needs root (02_spawn --link): left out without it
+  std::optional<std::regex> may;  // printed lines that match may be absent from the README (timing decides)
+  bool optional(const std::string& line) const { return may && std::regex_search(line, *may); }
 };
 
 // Where the READMEs' examples pretend the repository is, in absolute paths a program prints.
@@ -80,7 +85,8 @@ std::vector<Block> read_blocks(const std::string& readme) {
       if (o.rfind("exit=", 0) == 0) b.exit_code = std::stoi(o.substr(5));
       else if (o.rfind("timeout=", 0) == 0) b.timeout_s = std::stod(o.substr(8));
       else if (o == "slurm") b.slurm = true;
-      else if (o.rfind("may=", 0) == 0) b.may = o.substr(4);
+      else if (o == "root") b.root = true;
+      else if (o.rfind("may=", 0) == 0) b.may.emplace(o.substr(4));
       else ADD_FAILURE() << readme << ":" << i + 1 << ": unknown option '" << o << "' in the marker";
     }
     EXPECT_EQ(lines[i + 1].rfind("```", 0), 0u) << readme << ":" << i + 2 << ": a checked marker must be followed by a ``` block";
@@ -93,7 +99,7 @@ std::vector<Block> read_blocks(const std::string& readme) {
     }
     EXPECT_FALSE(b.script.empty()) << readme << ":" << i + 2 << ": a checked block opens with its command, '$ ...'";
     for (; j < lines.size() && lines[j].rfind("```", 0) != 0; ++j) {
-      if (b.may.empty() || !std::regex_search(lines[j], std::regex(b.may))) b.expected.emplace_back(static_cast<int>(j) + 1, lines[j]);
+      if (!b.optional(lines[j])) b.expected.emplace_back(static_cast<int>(j) + 1, lines[j]);
     }
     blocks.push_back(b);
     i = j;
@@ -198,6 +204,10 @@ int check_readmes(bool slurm) {
   for (const std::string& readme : kReadmes) {
     for (const Block& b : read_blocks(readme)) {
       if (b.slurm != slurm) continue;
+      if (b.root && ::geteuid() != 0) {
+        std::cout << readme << ":" << b.line << ": left out: the example needs root (network namespaces)\n";
+        continue;
+      }
       ++ran;
       const std::string dir = work_folder();
       ProcSpec spec{{"/bin/bash", "-c", "cd " + dir + " || exit 99\n" + b.script}};
@@ -208,7 +218,7 @@ int check_readmes(bool slurm) {
       for (std::string l; std::getline(lines, l);) {
         // Absolute paths into the work folder read as the README's example checkout.
         for (size_t at; (at = l.find(dir)) != std::string::npos;) l.replace(at, dir.size(), kExampleCheckout);
-        if (b.may.empty() || !std::regex_search(l, std::regex(b.may))) printed.emplace_back(0, l);
+        if (!b.optional(l)) printed.emplace_back(0, l);
       }
       const auto want = by_process(b.expected), got = by_process(printed);
       std::string report;
@@ -275,8 +285,7 @@ TEST(Readme, ExpectedOutputsMatchRealRuns) {
 // The job logs of 06_slurm/README.md, from sbatch under a real Slurm (label slurm).
 TEST(Slurm, ReadmeJobLogsMatchRealJobs) {
   if (const std::string why = skip_reason(); !why.empty()) GTEST_SKIP() << why;
-  if (const char* why = std::getenv("DDP_SLURM_UNAVAILABLE")) GTEST_SKIP() << "no local Slurm: " << why;
-  if (!std::getenv("SLURM_CONF")) GTEST_SKIP() << "no Slurm: SLURM_CONF is not set (scripts/test.sh starts one as root)";
+  if (const std::string why = slurm_skip_reason(); !why.empty()) GTEST_SKIP() << why;
   EXPECT_GT(check_readmes(/*slurm=*/true), 0) << "no checked block marked slurm";
 }
 
@@ -284,19 +293,25 @@ TEST(Slurm, ReadmeJobLogsMatchRealJobs) {
 
 namespace {
 
-// The help text of one option of `program --help`: its lines, up to the next option.
-std::string help_of(const std::string& help, const std::string& option) {
+// A help text cut into its options: (name, its lines up to the next option), in order.
+std::vector<std::pair<std::string, std::string>> options_of(const std::string& help) {
+  std::vector<std::pair<std::string, std::string>> options;
   std::istringstream in(help);
-  std::string block;
-  bool inside = false;
-  const std::regex starts(R"(^\s+(-\w,)?--[\w-]+)");
+  const std::regex starts(R"(^\s+(-\w,)?(--[\w-]+))");
   for (std::string l; std::getline(in, l);) {
     std::smatch m;
-    if (std::regex_search(l, m, starts)) inside = m.str().find(option) != std::string::npos && m.str().size() >= option.size() &&
-                                                  m.str().compare(m.str().size() - option.size(), option.size(), option) == 0;
-    if (inside) block += l + "\n";
+    if (std::regex_search(l, m, starts)) options.emplace_back(m[2], "");
+    if (!options.empty()) options.back().second += l + "\n";
   }
-  return block;
+  return options;
+}
+
+// The help text of one option of `program --help`: its lines, up to the next option.
+std::string help_of(const std::string& help, const std::string& option) {
+  for (const auto& [name, block] : options_of(help)) {
+    if (name == option) return block;
+  }
+  return "";
 }
 
 // The default an option's help states, or "" when it states none.
@@ -417,22 +432,8 @@ TEST(Help, LauncherAndSubmitterDefaultsAreWhatTheyDo) {
 TEST(Help, EachOptionStatesOneDefault) {
   for (const char* program : {"01_join_group", "02_spawn", "03_manual_allreduce", "04_grad_hooks", "05_ddp", "06_slurm", "allreduce_bench",
                               "cost_model", "trace_merge"}) {
-    const std::string help = help_text(program);
-    std::istringstream in(help);
-    std::string block, name;
-    auto check = [&] {
+    for (const auto& [name, block] : options_of(help_text(program))) {
       if (count(block, "[default") > 1) ADD_FAILURE() << program << " " << name << " states two defaults:\n" << block;
-    };
-    const std::regex starts(R"(^\s+(-\w,)?(--[\w-]+))");
-    for (std::string l; std::getline(in, l);) {
-      std::smatch m;
-      if (std::regex_search(l, m, starts)) {
-        check();
-        block.clear();
-        name = m[2];
-      }
-      block += l + "\n";
     }
-    check();
   }
 }

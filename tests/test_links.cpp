@@ -97,6 +97,25 @@ TEST(Links, AnAllReduceTakesAtLeastItsBytesOverTheRate) {
   std::system(("rm -rf " + dir).c_str());
 }
 
+// bench/cost_model.sh --link in its quick form: the sweep between hosts, the fit against the
+// rate, and the CNN's three variants measured and predicted. (Its accuracy is the benchmark's
+// business: bench/README.md; here, that every part runs and reports.)
+TEST(Links, TheCostModelRunsBetweenHostsInOneCommand) {
+  SKIP_WITHOUT_NAMESPACES();
+  const std::string dir = temp_dir();
+  ProcSpec s{{DDP_SOURCE_DIR "/bench/cost_model.sh", "--quick", "--link", "1gbit", dir + "/link"}, {{"DDP_BUILD_DIR", DDP_BIN_DIR}}};
+  const ProcResult r = run_one(s, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("the link: configured 1 Gbit/s = 125.000 MB/s each way; the fit's 1/beta = "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("fitted to the float16 all-reduces"), std::string::npos) << r.output;
+  for (const char* variant : {"buckets", "one-bucket", "fp16"}) {
+    EXPECT_TRUE(std::regex_search(r.output, std::regex(std::string("\n") + variant + R"(\s+\d+\s+[0-9.]+ ms\s+[0-9.]+ ms\s+[0-9.]+ ms\s+[0-9.]+ ms\s+[-+][0-9.]+%)")))
+        << variant << "\n" << r.output;
+  }
+  EXPECT_NE(r.output.find("largest |error| of the predicted steps: "), std::string::npos) << r.output;
+  std::system(("rm -rf " + dir).c_str());
+}
+
 // Killed with SIGKILL, the launcher can run no clean-up: the kernel must do it. Every namespace
 // seen during the run is gone after it, and the host's links and named namespaces are as before.
 void expect_nothing_left_behind(const std::vector<std::string>& argv, const std::string& ready_line) {

@@ -255,6 +255,63 @@ TEST(CostModel, AStepOverlapsEveryBucketButTheLast) {
   EXPECT_NEAR(traced.exposed_s, 3 * mib * 0.5e-9, 1e-12);
 }
 
+TEST(CostModel, OneBucketExposesAllOfItAndCompressionHalvesTheBytes) {
+  // The plan of AStepOverlapsEveryBucketButTheLast (beta 0.5 ns/byte, 3 MiB over a 3 ms backward,
+  // cap 1 MiB): one bucket (05 --one-bucket) starts at 3 ms and is all exposed, 1.572864 ms.
+  const ddp::cost::AlphaBeta m{0, 0.5e-9};
+  ddp::cost::StepPlan plan;
+  plan.param_bytes = 3 << 20, plan.bucket_cap = 1 << 20, plan.backward_s = 3e-3, plan.forward_s = 1e-3, plan.world = 2;
+  ddp::cost::StepPlan one = plan;
+  one.first_bucket = one.bucket_cap = INFINITY;
+  const auto s = ddp::cost::predict_step(m, one);
+  EXPECT_EQ(s.buckets, 1);
+  EXPECT_NEAR(s.comm_s, 1.572864e-3, 1e-12);
+  EXPECT_NEAR(s.exposed_s, s.comm_s, 1e-12);
+  EXPECT_NEAR(s.hidden_share(), 0, 1e-12);
+  // An fp16 hook: the same buckets, half the bytes on the wire: 0.262144 ms each, the last exposed.
+  ddp::cost::StepPlan half = plan;
+  half.wire_fraction = 0.5;
+  const auto h = ddp::cost::predict_step(m, half);
+  EXPECT_EQ(h.buckets, 3);
+  EXPECT_NEAR(h.comm_s, 3 * 0.262144e-3, 1e-12);
+  EXPECT_NEAR(h.exposed_s, 0.262144e-3, 1e-12);
+}
+
+TEST(CostModel, OnAKnownLinkTheFitIsComparedWithTheRateAndVariantsWithTheirMeasuredSteps) {
+  // Exact ring times on a 8 Mbit/s link: beta = 1 us/byte, alpha 30 us. 3 MiB over a 3 ms
+  // backward, cap 1 MiB, world 2: each bucket takes 1.048636 s and they queue, so the step is
+  // 1 + 3 + (3 x 1048.636 - 2) ms = 3147.908 ms; one bucket: 1 + 3 + 3145.788 = 3149.788 ms;
+  // fp16, half the bytes (at float32's rate without --csv-fp16): 1 + 3 + (3 x 524.348 - 2) = 1575.044 ms.
+  const std::string dir = temp_dir();
+  {
+    std::ofstream csv(dir + "/exact.csv");
+    for (int n = 2; n <= 4; n += 2) {
+      for (double s = 4096; s <= 1 << 20; s *= 4) {
+        const double us = 2.0 * (n - 1) * (30 + s / n * 1.0);
+        csv << n << "," << s << "," << us << "," << us << "\n";
+      }
+    }
+  }
+  const ProcResult r = run_one({{"cost_model", "--csv", dir + "/exact.csv", "--link", "8mbit", "--param-mb", "3.145728", "--forward-ms",
+                                 "1", "--backward-ms", "3", "--bucket-cap-mb", "1", "--compare",
+                                 "buckets=3147.908,one-bucket=3149.788,fp16=787.522"}},
+                               30);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("the link: configured 8 Mbit/s = 1.000 MB/s each way; the fit's 1/beta = 1.000 MB/s: +0.0%"), std::string::npos)
+      << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\nbuckets\s+3\s+3145\.91 ms\s+3143\.91 ms\s+3147\.91 ms\s+3147\.91 ms\s+[-+]0\.0%)")))
+      << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\none-bucket\s+1\s+3145\.79 ms\s+3145\.79 ms\s+3149\.79 ms\s+3149\.79 ms\s+[-+]0\.0%)")))
+      << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\nfp16\s+3\s+1573\.04 ms\s+1571\.04 ms\s+1575\.04 ms\s+787\.52 ms\s+\+100\.0%)")))
+      << r.output;
+  EXPECT_NE(r.output.find("largest |error| of the predicted steps: 100.0%"), std::string::npos) << r.output;
+  const ProcResult bad = run_one({{"cost_model", "--csv", dir + "/exact.csv", "--param-mb", "3", "--backward-ms", "3", "--compare", "fast=3"}}, 30);
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--compare: 'fast': use buckets, one-bucket, fp16 or bf16"), std::string::npos) << bad.output;
+  std::system(("rm -rf " + dir).c_str());
+}
+
 TEST(CostModel, OneCommandMeasuresFitsAndPredicts) {
   const std::string dir = temp_dir();
   ProcSpec s{{DDP_SOURCE_DIR "/bench/cost_model.sh", "--quick", dir + "/cost"}, {{"DDP_BUILD_DIR", DDP_BIN_DIR}}};

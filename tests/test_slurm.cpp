@@ -236,17 +236,6 @@ TEST(SlurmLocal, TheWarningSignalBeforeTheLimitMakesTheJobCheckpointAndAskForARe
 namespace {
 
 // Why the real-Slurm tests cannot run here, or "" when they can.
-std::string slurm_skip_reason() {
-  if (const char* why = std::getenv("DDP_SLURM_UNAVAILABLE")) return std::string("no local Slurm: ") + why;
-  if (!std::getenv("SLURM_CONF")) return "no Slurm: SLURM_CONF is not set (scripts/test.sh starts one as root with scripts/local_slurm.sh)";
-  auto r = ddp::run_command({"sinfo", "-h", "-N", "-o", "%N %T"}, 20);
-  if (r.exit_code != 0) return "no Slurm answers (sinfo: " + r.output + ")";
-  if (ddp_test::count(r.output, "idle") + ddp_test::count(r.output, "mix") + ddp_test::count(r.output, "alloc") < 2) {
-    return "the local Slurm has fewer than 2 nodes up: " + r.output;
-  }
-  return "";
-}
-
 std::string job_field(const std::string& id, const std::string& key) {
   auto r = ddp::run_command({"scontrol", "show", "job", "-o", id}, 20);
   std::smatch m;

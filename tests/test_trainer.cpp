@@ -227,6 +227,23 @@ TEST(Trainer, Bf16CommHookMatchesPyTorchOrIsRefusedWherePyTorchFails) {
 #endif
 }
 
+// --one-bucket: the same sums in another grouping, so the same parameters; but its one
+// all-reduce starts when backward has ended, so (almost) nothing of it is hidden.
+TEST(Trainer, OneBucketTrainsTheSameParametersWithNoOverlap) {
+  const std::string dir = temp_dir();
+  const std::vector<std::string> cnn = {"--model", "cnn", "--max-steps", "12"};
+  auto buckets = trainer(2, plus(plus(small_run(dir + "/buckets"), cnn), {"--reset"}));
+  auto one = trainer(2, plus(plus(small_run(dir + "/one"), cnn), {"--one-bucket"}));
+  expect_ok(buckets);
+  expect_ok(one);
+  EXPECT_EQ(fingerprint(one), fingerprint(buckets));
+  EXPECT_NE(one.output.find("all-reduced in one bucket once backward has ended (--one-bucket: no overlap)"), std::string::npos) << one.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(one.output, m, std::regex(R"(overlap: ([0-9.]+)% of all-reduce time hidden)"))) << one.output;
+  EXPECT_LT(std::stod(m[1]), 1.0) << one.output;  // the microseconds between its launch and backward's end
+  std::system(("rm -rf " + dir).c_str());
+}
+
 // A model without BatchNorm has nothing to synchronise: the flag is refused, not ignored.
 TEST(Trainer, SyncBatchNormWithoutBatchNormIsRefusedWithExit2) {
   const std::string out = temp_dir();

@@ -205,9 +205,7 @@ TEST(Trainer, Bf16CommHookMatchesPyTorchOrIsRefusedWherePyTorchFails) {
   if (refused) {
     EXPECT_NE(cpp.output.find("--comm-hook bf16: the Gloo of LibTorch 1.13 cannot all-reduce bfloat16"), std::string::npos) << cpp.output;
     // PyTorch of the same version, from the same initial weights: it refuses the hook too.
-    auto init = trainer(1, {"--model", "mlp", "--max-steps", "0", "--out", dir + "/init-run", "--save-init", dir + "/init.pt",
-                            "--test-samples", "10", "--train-samples", "64"},
-                        60);
+    auto init = trainer(1, plus(small_run(dir + "/init-run"), {"--model", "mlp", "--max-steps", "5", "--save-init", dir + "/init.pt"}));
     expect_ok(init);
   } else {
     expect_ok(cpp);
@@ -227,9 +225,9 @@ TEST(Trainer, Bf16CommHookMatchesPyTorchOrIsRefusedWherePyTorchFails) {
 #endif
 }
 
-// --one-bucket: the same sums in another grouping, so the same parameters; but its one
-// all-reduce starts when backward has ended, so (almost) nothing of it is hidden.
-TEST(Trainer, OneBucketTrainsTheSameParametersWithNoOverlap) {
+// --one-bucket: the same sums in another grouping, so the same parameters (that its one
+// all-reduce starts after every gradient: DdpClass.OneBucketStartsItsAllReduceAfterEveryGradient).
+TEST(Trainer, OneBucketTrainsTheSameParameters) {
   const std::string dir = temp_dir();
   const std::vector<std::string> cnn = {"--model", "cnn", "--max-steps", "12"};
   auto buckets = trainer(2, plus(plus(small_run(dir + "/buckets"), cnn), {"--reset"}));
@@ -238,9 +236,6 @@ TEST(Trainer, OneBucketTrainsTheSameParametersWithNoOverlap) {
   expect_ok(one);
   EXPECT_EQ(fingerprint(one), fingerprint(buckets));
   EXPECT_NE(one.output.find("all-reduced in one bucket once backward has ended (--one-bucket: no overlap)"), std::string::npos) << one.output;
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(one.output, m, std::regex(R"(overlap: ([0-9.]+)% of all-reduce time hidden)"))) << one.output;
-  EXPECT_LT(std::stod(m[1]), 1.0) << one.output;  // the microseconds between its launch and backward's end
   std::system(("rm -rf " + dir).c_str());
 }
 

@@ -261,6 +261,24 @@ TEST(DdpClass, ABucketsAllReduceStartsBeforeBackwardEnds) {
   std::system(("rm -rf " + dir).c_str());
 }
 
+// --one-bucket (kOneBucket as the cap): the rebuild keeps one bucket, so its all-reduce starts
+// only once all 4 gradients are ready: nothing overlaps backward.
+TEST(DdpClass, OneBucketStartsItsAllReduceAfterEveryGradient) {
+  const std::string dir = temp_dir();
+  ddp::Group g = one_rank_group(dir);
+  struct Wide : torch::nn::Module {
+    torch::nn::Linear a = register_module("a", torch::nn::Linear(600, 600));
+    torch::nn::Linear b = register_module("b", torch::nn::Linear(600, 600));
+  };
+  auto m = std::make_shared<Wide>();
+  ddp::DistributedDataParallel d(m, g, ddp::kOneBucket);
+  auto x = torch::randn({4, 600});
+  for (int it = 0; it < 2; ++it) m->b->forward(m->a->forward(x)).sum().backward();
+  ASSERT_EQ(d.bucket_assignment().size(), 1u);
+  EXPECT_EQ(d.gradients_ready_at_launch(), (std::vector<size_t>{4}));
+  std::system(("rm -rf " + dir).c_str());
+}
+
 // Note [Rebuilding the buckets]: our bucket layout is PyTorch's, at the first iteration (one
 // bucket, every parameter) and after the rebuild (sizes and the parameters in ready order), as
 // its logger reports them (_get_ddp_logging_data) for the same models. With 3+ ranks the

@@ -210,6 +210,13 @@ std::string run_once(const JobSpec& spec, int job_id, int restart, const std::st
 int run_local(const JobSpec& spec) {
   if (spec.gpus_per_node > 0) throw UsageError("--local runs the ranks on this machine's CPU with Gloo: drop --gpus-per-node");
   set_log_identity("slurm (local)");
+  // --link first: refused (not root) before anything is written.
+  std::unique_ptr<SimulatedHosts> hosts;
+  if (spec.link_bits_per_s > 0) {
+    hosts = std::make_unique<SimulatedHosts>(spec.nodes, spec.link_bits_per_s);
+    log(std::to_string(spec.nodes) + " node(s) as hosts on " + describe_rate(spec.link_bits_per_s) + " links to one bridge (node0 = " +
+        hosts->address(0) + ", ...)");
+  }
   char tmpl[] = "/tmp/06_slurm_local_XXXXXX";
   if (!::mkdtemp(tmpl)) throw std::runtime_error(std::string("mkdtemp: ") + std::strerror(errno));
   const std::string sim_dir = tmpl;
@@ -218,12 +225,6 @@ int run_local(const JobSpec& spec) {
     throw std::runtime_error("cannot place the stand-in scontrol in " + sim_dir + "/bin");
   }
   const int job_id = choose_job_id();
-  std::unique_ptr<SimulatedHosts> hosts;
-  if (spec.link_bits_per_s > 0) {
-    hosts = std::make_unique<SimulatedHosts>(spec.nodes, spec.link_bits_per_s);
-    log(std::to_string(spec.nodes) + " node(s) as hosts on " + describe_rate(spec.link_bits_per_s) + " links to one bridge (node0 = " +
-        hosts->address(0) + ", ...)");
-  }
   log("simulated Slurm: job " + std::to_string(job_id) + " (" + spec.name + "), " + std::to_string(spec.nodes) +
       " node(s) x " + std::to_string(spec.tasks_per_node) + " task(s); trainer output in " + spec.out_dir + "/" +
       std::to_string(job_id));

@@ -10,12 +10,12 @@ build=$root/build-$flavour
 case $flavour in
   cpu)  prefix=/usr/lib/x86_64-linux-gnu/cmake/Torch
         # Debian's python3-torch: the same 1.13. The real-Slurm tests run 06_slurm/cpu_gloo.sbatch,
-        # which runs this build's 05_ddp.
-        extra=(-DDDP_REFERENCE_PYTHON=/usr/bin/python3 -DDDP_SLURM_TESTS=ON) ;;
+        # which runs this build's 05_ddp. The tests run once per CI (DDP_ONCE_TESTS) run here.
+        extra=(-DDDP_REFERENCE_PYTHON=/usr/bin/python3 -DDDP_SLURM_TESTS=ON -DDDP_ONCE_TESTS=ON) ;;
   cuda) prefix=$("$venv/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null | tail -n 1)
         export CUDACXX=${CUDACXX:-/usr/local/cuda/bin/nvcc}
         extra=(-DCUDAToolkit_ROOT=/usr/local/cuda -DDDP_TORCHRUN_PYTHON="$venv/bin/python"
-              -DDDP_REFERENCE_PYTHON="$venv/bin/python") ;;
+              -DDDP_REFERENCE_PYTHON="$venv/bin/python" -DDDP_ONCE_TESTS=OFF) ;;
   *) echo "unknown flavour '$flavour': use cpu or cuda" >&2; exit 2 ;;
 esac
 # TensorBoard's reader, for the event-file test, from the virtualenv when it has one (setup.sh

@@ -20,11 +20,10 @@ os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 import torch  # noqa: E402
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from reference_util import compare, load_list
+from reference_util import compare, load_list, run_ranks
 
 FEATURES, HIDDEN = 8, 16
 
@@ -86,7 +85,7 @@ def main():
             return 2
     with tempfile.TemporaryDirectory() as tmp:
         out_file = os.path.join(tmp, "python_final.pt")
-        mp.spawn(worker, args=(args, os.path.join(tmp, "store"), out_file), nprocs=args.world_size, join=True)
+        run_ranks(worker, (args, os.path.join(tmp, "store"), out_file), args.world_size)
         theirs = load_list(out_file)
     return compare(load_list(args.compare), theirs, "chapters 03-04", args.world_size, args.tolerance)
 

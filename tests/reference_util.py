@@ -1,6 +1,16 @@
 """What the Python references share: reading C++'s tensor lists, and the verdict line."""
 import torch
 import torch.jit._pickle
+import torch.multiprocessing as mp
+
+
+def run_ranks(worker, args, world_size):
+    """Runs worker(rank, *args) in world_size processes, as mp.spawn does, but forked from a
+    server that has imported this script and torch once: each spawned child would import torch
+    again (about 3 s of CPU for the pip wheel), and the ranks share 2 cores. Fork is safe there:
+    the server has run no tensor operation, so no OpenMP pool exists to deadlock (NOTES)."""
+    mp.set_forkserver_preload(["__main__", "torch", "torch.distributed", "torch.nn.parallel"])
+    mp.start_processes(worker, args=args, nprocs=world_size, join=True, start_method="forkserver")
 
 
 def load_list(path):

@@ -124,8 +124,9 @@ void expect_nothing_left_behind(const std::vector<std::string>& argv, const std:
   ProcSpec launcher{argv};
   launcher.signal = SIGKILL;
   launcher.signal_after_s = 8;
-  ProcSpec look{{"/bin/sh", "-c", "readlink /proc/[0-9]*/ns/net 2>/dev/null | sort -u"}};
-  look.start_delay_s = 5;
+  // Looked at four times a second until the kill: a loaded machine may take seconds to set up.
+  ProcSpec look{{"/bin/sh", "-c", "for i in $(seq 30); do readlink /proc/[0-9]*/ns/net 2>/dev/null; sleep 0.25; done | sort -u"}};
+  look.start_delay_s = 0.5;
   auto rs = run_all({launcher, look}, 60);
   EXPECT_EQ(rs[0].term_signal, SIGKILL) << rs[0].output;
   EXPECT_NE(rs[0].output.find(ready_line), std::string::npos) << rs[0].output;

@@ -24,13 +24,12 @@ os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 import torch  # noqa: E402
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from reference_util import compare, load_list
+from reference_util import compare, load_list, run_ranks
 
 
 def read_idx(path, dims):
@@ -215,7 +214,7 @@ def main():
         return 2
     with tempfile.TemporaryDirectory() as tmp:
         out_file = os.path.join(tmp, "final.pt")
-        mp.spawn(worker, args=(a, os.path.join(tmp, "store"), out_file), nprocs=a.world_size, join=True)
+        run_ranks(worker, (a, os.path.join(tmp, "store"), out_file), a.world_size)
         theirs = load_list(out_file)
     return compare(load_list(a.compare), theirs, "05_ddp " + a.model, a.world_size, a.tolerance)
 

@@ -9,17 +9,27 @@
 # `unshare` (namespaces); says so and exits 3 when either is missing, which the tests read as
 # "skip".
 #
+# With DDP_SLURM_LINK=RATE (e.g. 100mbit) the nodes are hosts: each slurmd also gets its own
+# network namespace, with an address (node1 10.0.1.1, node2 10.0.1.2) on a bridge where the
+# controller is 10.0.1.254 (slurmctl), each link shaped to RATE with tbf, as 02_spawn --link does
+# (Note [Nodes as hosts] in common/simulated_hosts.cpp). A job's ranks then talk across the links.
+# The bridge is the only thing in the host's network; `down` removes it.
+#
 # Usage (as root):
 #   scripts/local_slurm.sh up       install packages if missing, start munged, slurmctld, 2 slurmd
 #   eval "$(scripts/local_slurm.sh env)"   point sbatch/srun/squeue/scontrol at it (SLURM_CONF)
 #   scripts/local_slurm.sh status   daemons and sinfo
 #   scripts/local_slurm.sh down     cancel all jobs, stop the daemons by PID (TERM, then KILL)
-# Settings: DDP_SLURM_DIR (default /tmp/ddp-slurm), DDP_SLURM_CPUS per node (default 4).
+# Settings: DDP_SLURM_DIR (default /tmp/ddp-slurm), DDP_SLURM_CPUS per node (default 4),
+#           DDP_SLURM_LINK (default: none, all on 127.0.0.1).
 set -euo pipefail
 dir=${DDP_SLURM_DIR:-/tmp/ddp-slurm}
 cpus=${DDP_SLURM_CPUS:-4}
 nodes=2
 conf=$dir/etc/slurm.conf
+link=${DDP_SLURM_LINK:-}
+# The bridge's name: one per Slurm folder, so that two local Slurms do not share one.
+bridge=ddpsl$(echo "$dir" | cksum | cut -c1-6)
 sock=$dir/munge/munge.socket
 export SLURM_CONF=$conf
 
@@ -69,11 +79,25 @@ write_config() {
   node_port=$(free_port $((ctld_port + 1)))
   [ "$(free_port $((node_port + 1)))" = $((node_port + 1)) ] || node_port=$(free_port $((node_port + 10)))
   mem_mb=$(( $(awk '/^MemTotal:/{print $2}' /proc/meminfo) / 1024 / nodes ))
-  { grep -v -E '(^|[[:space:]])node[0-9]+([[:space:]]|$)' /etc/hosts || true; echo "127.0.0.1 node1 node2"; } > "$dir/etc/hosts"
+  if [ -n "$link" ]; then
+    { echo "127.0.0.1 localhost"; echo "10.0.1.254 slurmctl"; for i in $(seq 1 $nodes); do echo "10.0.1.$i node$i"; done; } > "$dir/etc/hosts"
+  else
+    { grep -v -E '(^|[[:space:]])node[0-9]+([[:space:]]|$)' /etc/hosts || true; echo "127.0.0.1 node1 node2"; } > "$dir/etc/hosts"
+  fi
+  local ctld_host=localhost node_lines comm_params=CommunicationParameters=NoInAddrAny
+  node_lines="NodeName=node[1-$nodes] NodeHostname=localhost NodeAddr=127.0.0.1 Port=$node_port-$((node_port + nodes - 1)) CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN"
+  if [ -n "$link" ]; then  # each node at its own address (and in its own network: one port will do)
+    ctld_host="slurmctl(10.0.1.254)"
+    # srun on the host listens for its tasks' I/O on every address: bound to its host name's
+    # address alone (NoInAddrAny), it is not the bridge's, which the nodes reach it by.
+    comm_params=""
+    node_lines=$(for i in $(seq 1 $nodes); do
+      echo "NodeName=node$i NodeHostname=node$i NodeAddr=10.0.1.$i Port=$node_port CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN"; done)
+  fi
   cat > "$conf" <<EOF
 # Written by scripts/local_slurm.sh: two emulated nodes on one host, for chapter 06's tests.
 ClusterName=ddpcourse
-SlurmctldHost=localhost
+SlurmctldHost=$ctld_host
 SlurmctldPort=$ctld_port
 SlurmUser=root
 SlurmdUser=root
@@ -109,12 +133,46 @@ InactiveLimit=0
 MinJobAge=600
 KillWait=5
 Waittime=0
-CommunicationParameters=NoInAddrAny
+$comm_params
 # Declare more CPUs than the machine has cores (2 nodes x $cpus on 2 cores).
 SlurmdParameters=config_overrides
-NodeName=node[1-$nodes] NodeHostname=localhost NodeAddr=127.0.0.1 Port=$node_port-$((node_port + nodes - 1)) CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
+$node_lines
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
+}
+
+# DDP_SLURM_LINK: the bridge with the controller's address, then each slurmd in namespaces of its
+# own (network too), wired to the bridge by a veth pair before it starts.
+start_linked() {
+  local rate i pid tbf
+  rate=$link
+  [[ $rate =~ ^[0-9]+(\.[0-9]+)?[kmgKMG]bit$ ]] || { say "DDP_SLURM_LINK=$rate: give a rate such as 100mbit or 1gbit"; exit 2; }
+  command -v ip >/dev/null && command -v tc >/dev/null || { say "DDP_SLURM_LINK needs ip and tc (iproute2)"; exit 3; }
+  # tbf as 02_spawn --link sets it: the rate, a 64 KiB burst, 50 ms of queue.
+  tbf="root tbf rate $rate burst 65536 latency 50ms"
+  ip link del "$bridge" 2>/dev/null || true
+  # One subnet for all linked Slurms: a second bridge with it would take the first one's replies.
+  if other=$(ip -o addr show to 10.0.1.254/32 | awk '{print $2}') && [ -n "$other" ]; then
+    say "10.0.1.254 is already on $other: another linked local Slurm is up (its 'down' removes it)"; exit 3
+  fi
+  ip link add "$bridge" type bridge
+  ip addr add 10.0.1.254/24 dev "$bridge"
+  ip link set "$bridge" up
+  # The controller answers to the name slurmctl (its own UTS namespace), on the bridge's address.
+  unshare --uts sh -c "hostname slurmctl && exec slurmctld -f '$conf'"
+  for i in $(seq 1 $nodes); do
+    rm -f "$dir/run/wired-$i"
+    unshare --net --uts --mount --propagation private sh -c \
+      "while [ ! -e '$dir/run/wired-$i' ]; do sleep 0.05; done;
+       mount --bind '$dir/etc/hosts' /etc/hosts && hostname node$i && exec slurmd -f '$conf' -N node$i" &
+    pid=$!
+    for _ in $(seq 1 100); do [ "$(readlink /proc/$pid/ns/net)" != "$(readlink /proc/self/ns/net)" ] && break; sleep 0.05; done
+    ip link add "${bridge}p$i" type veth peer name eth0 netns "$pid"
+    ip link set "${bridge}p$i" master "$bridge" up
+    tc qdisc add dev "${bridge}p$i" $tbf
+    nsenter -t "$pid" -n sh -ec "ip link set lo up; ip addr add 10.0.1.$i/24 dev eth0; ip link set eth0 up; tc qdisc add dev eth0 $tbf"
+    touch "$dir/run/wired-$i"
+  done
 }
 
 up() {
@@ -129,11 +187,15 @@ up() {
   write_config
   munged --key-file="$dir/key/munge.key" --socket="$sock" --pid-file="$dir/munge/munged.pid" \
          --log-file="$dir/log/munged.log" --seed-file="$dir/munge/munged.seed"
-  slurmctld -f "$conf"
-  for i in $(seq 1 $nodes); do
-    unshare --uts --mount --propagation private sh -c \
-      "mount --bind '$dir/etc/hosts' /etc/hosts && hostname node$i && exec slurmd -f '$conf' -N node$i"
-  done
+  if [ -n "$link" ]; then
+    start_linked
+  else
+    slurmctld -f "$conf"
+    for i in $(seq 1 $nodes); do
+      unshare --uts --mount --propagation private sh -c \
+        "mount --bind '$dir/etc/hosts' /etc/hosts && hostname node$i && exec slurmd -f '$conf' -N node$i"
+    done
+  fi
   # Ready when every node is idle; at most 60 s.
   for i in $(seq 1 300); do
     [ "$(sinfo -h -N -o '%T' 2>/dev/null | grep -c '^idle$')" -ge $nodes ] && break
@@ -172,6 +234,8 @@ down() {
   for f in "$dir"/run/slurmd-*.pid "$dir/run/slurmctld.pid"; do stop_pid "$f" & done
   wait
   stop_pid "$dir/munge/munged.pid"
+  # The nodes' namespaces went with their last process; the bridge is the host's to remove.
+  ip link del "$bridge" 2>/dev/null || true
   say "down"
 }
 

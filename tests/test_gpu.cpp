@@ -1,7 +1,8 @@
 // The course on a GPU host, as a learner stepping up runs it: every chapter passes its own
 // check on NCCL and leaves its group without PyTorch's warning; a host with fewer GPUs than
-// ranks (the one-GPU laptop) trains on Gloo and says why; the CNN, deterministic by default
-// (Note [Reproducible GPU runs]), gives the same parameters twice and after a kill and a resume.
+// ranks (the one-GPU laptop) trains on Gloo and says why; the compression hooks run on NCCL;
+// the CNN, deterministic by default (Note [Reproducible GPU runs]), gives the same parameters
+// twice and after a kill and a resume.
 // Without a GPU, or in a CPU build, each test skips and says so.
 #include <gtest/gtest.h>
 
@@ -128,4 +129,27 @@ TEST(Gpu, CnnRunsAreBitIdenticalAlsoAfterAKillAndAResume) {
   EXPECT_EQ(fingerprints(second.output), print) << second.output;
   EXPECT_EQ(fingerprints(resumed.output), print) << resumed.output;
   std::system(("rm -rf " + a + " " + b + " " + c).c_str());
+}
+
+// --comm-hook on NCCL (Note [Communication hooks]): the gradients go over the wire as float16
+// and bfloat16 (NCCL sums both), the run passes its checks on the GPU, and the rounding shows:
+// each hook ends at parameters of its own, none equal to the uncompressed run's.
+TEST(Gpu, CompressionHooksTrainOnNccl) {
+  SKIP_WITHOUT_GPU();
+  const int n = gpu_count();
+  std::vector<std::string> prints;
+  for (const std::string hook : {"none", "fp16", "bf16"}) {
+    const std::string out = temp_dir();
+    auto r = run_one(on_gpus(trainer(n, out, {"--backend", "nccl", "--model", "cnn", "--max-steps", "60", "--comm-hook", hook})), 300);
+    expect_passed(r, "05_ddp --comm-hook " + hook, 2);
+    EXPECT_NE(r.output.find("compute: cuda:0"), std::string::npos) << r.output;
+    if (hook != "none") EXPECT_NE(r.output.find("compressed to " + hook + " on the wire"), std::string::npos) << r.output;
+    const auto print = fingerprints(r.output);
+    ASSERT_EQ(print.size(), 1u) << r.output;
+    prints.push_back(*print.begin());
+    std::system(("rm -rf " + out).c_str());
+  }
+  EXPECT_NE(prints[1], prints[0]);
+  EXPECT_NE(prints[2], prints[0]);
+  EXPECT_NE(prints[2], prints[1]);
 }

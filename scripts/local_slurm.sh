@@ -141,20 +141,23 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
 }
 
-# DDP_SLURM_LINK: the bridge with the controller's address, then each slurmd in namespaces of its
-# own (network too), wired to the bridge by a veth pair before it starts.
-start_linked() {
-  local rate i pid tbf
-  rate=$link
-  [[ $rate =~ ^[0-9]+(\.[0-9]+)?[kmgKMG]bit$ ]] || { say "DDP_SLURM_LINK=$rate: give a rate such as 100mbit or 1gbit"; exit 2; }
+# DDP_SLURM_LINK's refusals, before any daemon starts.
+check_link() {
+  [[ $link =~ ^[0-9]+(\.[0-9]+)?[kmgKMG]bit$ ]] || { say "DDP_SLURM_LINK=$link: give a rate such as 100mbit or 1gbit"; exit 2; }
   command -v ip >/dev/null && command -v tc >/dev/null || { say "DDP_SLURM_LINK needs ip and tc (iproute2)"; exit 3; }
-  # tbf as 02_spawn --link sets it: the rate, a 64 KiB burst, 50 ms of queue.
-  tbf="root tbf rate $rate burst 65536 latency 50ms"
-  ip link del "$bridge" 2>/dev/null || true
+  ip link del "$bridge" 2>/dev/null || true  # one left by a killed run of this folder
   # One subnet for all linked Slurms: a second bridge with it would take the first one's replies.
   if other=$(ip -o addr show to 10.0.1.254/32 | awk '{print $2}') && [ -n "$other" ]; then
     say "10.0.1.254 is already on $other: another linked local Slurm is up (its 'down' removes it)"; exit 3
   fi
+}
+
+# DDP_SLURM_LINK: the bridge with the controller's address, then each slurmd in namespaces of its
+# own (network too), wired to the bridge by a veth pair before it starts.
+start_linked() {
+  local i pid tbf
+  # tbf as 02_spawn --link sets it: the rate, a 64 KiB burst, 50 ms of queue.
+  tbf="root tbf rate $link burst 65536 latency 50ms"
   ip link add "$bridge" type bridge
   ip addr add 10.0.1.254/24 dev "$bridge"
   ip link set "$bridge" up
@@ -184,6 +187,7 @@ up() {
   if alive "$dir/run/slurmctld.pid"; then say "already running ($conf)"; return 0; fi
   local t0=$SECONDS i
   install_packages
+  [ -z "$link" ] || check_link
   write_config
   munged --key-file="$dir/key/munge.key" --socket="$sock" --pid-file="$dir/munge/munged.pid" \
          --log-file="$dir/log/munged.log" --seed-file="$dir/munge/munged.seed"

@@ -2,6 +2,7 @@
 # Sets up, builds and runs every test (ctest), for both LibTorch flavours:
 #   cpu  = Debian libtorch-dev 1.13 (Gloo)      -> build-cpu/
 #   cuda = PyPI torch 2.11.0 (CUDA 13, NCCL)    -> build-cuda/  (GPU tests skip without a GPU)
+# The second flavour builds (nice 19) while the first one's tests run.
 # Usage: scripts/test.sh            DDP_FLAVOURS=cpu scripts/test.sh   (one flavour only)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,22 +24,40 @@ if [[ " $flavours " == *" cpu "* ]]; then
   fi
 fi
 source "$root/scripts/progress.sh"
-logs=()
-for f in $flavours; do
-  log=$root/build-$f.log
+# Builds one flavour (at the priority given: "nice -n 19" or none) and names its LibTorch.
+build_flavour() {
+  local f=$1 log=$root/build-$1.log usual
+  shift
   usual="building everything: about 6 (cpu) or 7 (cuda) minutes on 2 cores the first time"
   [ -f "$root/build-$f/Makefile" ] && usual="building what changed"
-  if ! run_step "[build $f]" "$usual" "$log" "$BUILD_FILTER" "$root/scripts/build.sh" "$f"; then
+  if ! run_step "[build $f]" "$usual" "$log" "$BUILD_FILTER" "$@" "$root/scripts/build.sh" "$f"; then
     tail -n 60 "$log"
     echo "== [$f] build FAILED (full log: $log)"
-    exit 1
+    return 1
   fi
-  grep -E "^-- (LibTorch|Gloo|CUDA|NCCL|BLAS|Linker|torchrun|Python reference|TensorBoard|Slurm)|BLAS:" "$log" || true
+  grep -E "^-- (LibTorch|Gloo|CUDA|NCCL|BLAS|Linker|torchrun|Python reference|TensorBoard|Slurm)|BLAS:" "$log" | sed "s|^|[build $f] |" || true
+}
+read -r -a fl <<< "$flavours"
+logs=()
+build_flavour "${fl[0]}" || exit 1
+for i in "${!fl[@]}"; do
+  f=${fl[$i]}
+  next=${fl[$((i + 1))]:-}
+  # The tests wait on processes, timeouts and Slurm a quarter of the time: the next flavour builds
+  # meanwhile at the lowest priority (nice 19), on what they leave idle, and cannot slow them.
+  if [ -n "$next" ]; then
+    build_flavour "$next" nice -n 19 &
+    next_build=$!
+  fi
   # Every line of ctest's as it comes (one per test), and a word when none came for 30 s.
   tlog=$root/build-$f/ctest.log
   run_step "[test $f]" "running every test: about 9-10 minutes on 2 cores" "$tlog" p \
     bash -c "cd '$root/build-$f' && ctest --output-on-failure -j2 --timeout 300" || status=1
-  logs+=("$log" "$tlog")
+  logs+=("$root/build-$f.log" "$tlog")
+  if [ -n "$next" ] && ! wait "$next_build"; then
+    echo "== logs: ${logs[*]}"
+    exit 1
+  fi
 done
 echo "== logs: ${logs[*]}"
 exit $status

@@ -155,9 +155,12 @@ check_link() {
 # DDP_SLURM_LINK: the bridge with the controller's address, then each slurmd in namespaces of its
 # own (network too), wired to the bridge by a veth pair before it starts.
 start_linked() {
-  local i pid tbf
-  # tbf as 02_spawn --link sets it: the rate, a 64 KiB burst, 50 ms of queue.
-  tbf="root tbf rate $link burst 65536 latency 50ms"
+  local i pid tbf burst
+  # tbf as 02_spawn --link sets it (common/simulated_hosts.cpp): the rate, a burst of one GSO
+  # packet (64 KiB) or 1 ms at the rate, whichever is more, and 50 ms of queue.
+  burst=$(awk -v r="$link" 'BEGIN { u = tolower(substr(r, length(r) - 3, 1))
+    b = (r + 0) * (u == "k" ? 1e3 : u == "m" ? 1e6 : 1e9) / 8 / 1000; printf "%d", (b > 65536 ? b : 65536) }')
+  tbf="root tbf rate $link burst $burst latency 50ms"
   ip link add "$bridge" type bridge
   ip addr add 10.0.1.254/24 dev "$bridge"
   ip link set "$bridge" up
@@ -166,7 +169,8 @@ start_linked() {
   for i in $(seq 1 $nodes); do
     rm -f "$dir/run/wired-$i"
     unshare --net --uts --mount --propagation private sh -c \
-      "while [ ! -e '$dir/run/wired-$i' ]; do sleep 0.05; done;
+      "for _ in \$(seq 200); do [ -e '$dir/run/wired-$i' ] && break; sleep 0.05; done;
+       [ -e '$dir/run/wired-$i' ] || { echo 'node$i: not wired to the bridge within 10 s' >&2; exit 1; }
        mount --bind '$dir/etc/hosts' /etc/hosts && hostname node$i && exec slurmd -f '$conf' -N node$i" &
     pid=$!
     for _ in $(seq 1 100); do [ "$(readlink /proc/$pid/ns/net)" != "$(readlink /proc/self/ns/net)" ] && break; sleep 0.05; done

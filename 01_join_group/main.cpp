@@ -6,12 +6,12 @@
 // group; the first collective (an all-reduce of the ranks) proves that the group works.
 //
 // Usage (one terminal per rank, same machine):
-//   terminal 1:  ./build/01_join_group --rank 0 --world-size 2
-//   terminal 2:  ./build/01_join_group --rank 1 --world-size 2
+//   terminal 1:  ./build-cpu/01_join_group --rank 0 --world-size 2
+//   terminal 2:  ./build-cpu/01_join_group --rank 1 --world-size 2
 // The same, with torchrun's variables instead of flags:
-//   RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 ./build/01_join_group
+//   RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 ./build-cpu/01_join_group
 // See where every setting came from, without joining:
-//   ./build/01_join_group --rank 1 --world-size 2 --explain-env
+//   ./build-cpu/01_join_group --rank 1 --world-size 2 --explain-env
 //
 // Expected output (terminal 1; terminal 2 is the same with rank 1/2, without the last line):
 //   [rank 0/2] joining: world size 2, env:// at 127.0.0.1:29500, backend gloo, timeout 60s
@@ -20,11 +20,11 @@
 //   [rank 0/2] check: all-reduce(SUM) of the ranks = 1, n(n-1)/2 = 1: OK
 //   [rank 0/2] barrier passed: all 2 ranks passed the check
 
-#include "common/cli.h"
-#include "common/failure.h"
-#include "common/log.h"
-#include "common/process_group.h"
-#include "common/watchdog.h"
+#include "common/basics/cli.h"
+#include "common/basics/failure.h"
+#include "common/basics/log.h"
+#include "common/group/process_group.h"
+#include "common/group/watchdog.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"01_join_group: start one per rank; they meet, all-reduce their ranks and check the sum"};
@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
 
     // 4. Roll call: every rank checks in under its own key and waits for the others. If one
     //    never comes, everyone stops at the timeout with its number, instead of hanging.
-    //    See Note [Roll call] in common/process_group.cpp.
+    //    See Note [Roll call] in common/group/process_group.cpp.
     ddp::roll_call(*store, info);
     ddp::log("all " + std::to_string(world) + " ranks checked in");
 
@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
     watchdog.disarm();
     ddp::log("Rank " + std::to_string(rank) + " has joined the process group!");
     // The group owns store and backend from here, and leaves in order on every way out: see
-    // Note [Leaving the group] in common/process_group.cpp (destroy_process_group in Python).
+    // Note [Leaving the group] in common/group/process_group.cpp (destroy_process_group in Python).
     ddp::Group group(info, std::move(store), std::move(pg));
 
     // 6. The first collective. Every rank contributes its rank; all-reduce(SUM) leaves the

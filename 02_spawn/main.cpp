@@ -36,15 +36,15 @@
 #include <cstring>
 #include <thread>
 
-#include "common/cli.h"
-#include "common/error_file.h"
-#include "common/flight_recorder.h"
-#include "common/failure.h"
-#include "common/log.h"
-#include "common/net.h"
-#include "common/process_group.h"
-#include "common/self_check.h"
-#include "common/simulated_hosts.h"
+#include "common/basics/cli.h"
+#include "common/launch/error_file.h"
+#include "common/observe/flight_recorder.h"
+#include "common/basics/failure.h"
+#include "common/basics/log.h"
+#include "common/launch/net.h"
+#include "common/group/process_group.h"
+#include "common/group/self_check.h"
+#include "common/hosts/simulated_hosts.h"
 
 namespace {
 

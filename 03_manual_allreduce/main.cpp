@@ -10,7 +10,7 @@
 //   ./build-cpu/03_manual_allreduce --rank 1 --world-size 2
 // Forked by chapter 02's launcher:
 //   ./build-cpu/02_spawn --nproc-per-node 2 -- ./build-cpu/03_manual_allreduce
-// With a timeline of every step (open it in https://ui.perfetto.dev; README: "See inside"):
+// With a timeline of every step (open it in https://ui.perfetto.dev; docs/observing.md):
 //   ./build-cpu/02_spawn --nproc-per-node 2 -- ./build-cpu/03_manual_allreduce --trace runs/03.json
 //
 // Expected output (rank 0; trimmed):
@@ -21,14 +21,14 @@
 //   [rank 0/2] check: the loss went down: 0.2615 -> 0.1072: OK
 //   [rank 0/2] params fingerprint bbff0abd97303d08 (bit-identical runs print the same)
 
-#include "common/cli.h"
-#include "common/failure.h"
-#include "common/flight_recorder.h"
-#include "common/log.h"
-#include "common/process_group.h"
-#include "common/run_trace.h"
-#include "common/toy_task.h"
-#include "common/trace.h"
+#include "common/basics/cli.h"
+#include "common/basics/failure.h"
+#include "common/observe/flight_recorder.h"
+#include "common/basics/log.h"
+#include "common/group/process_group.h"
+#include "common/observe/run_trace.h"
+#include "common/data/toy_task.h"
+#include "common/observe/trace.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"03_manual_allreduce: train with gradients all-reduced by hand after backward"};
@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
 
     // 6. Check the result three ways (exit code 1 if one fails): the ranks agree, they match
     //    one process on the global batch (see Note [Tolerance against one process] in
-    //    common/toy_task.h), and the loss went down.
+    //    common/data/toy_task.h), and the loss went down.
     ddp::toy::check_training(group, params, cfg, losses, train.save_params);
     ddp::finish_trace(train.trace, group);
     group.pg->barrier()->wait();

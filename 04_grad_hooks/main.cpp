@@ -27,14 +27,14 @@
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
 
-#include "common/cli.h"
-#include "common/failure.h"
-#include "common/flight_recorder.h"
-#include "common/log.h"
-#include "common/process_group.h"
-#include "common/run_trace.h"
-#include "common/toy_task.h"
-#include "common/trace.h"
+#include "common/basics/cli.h"
+#include "common/basics/failure.h"
+#include "common/observe/flight_recorder.h"
+#include "common/basics/log.h"
+#include "common/group/process_group.h"
+#include "common/observe/run_trace.h"
+#include "common/data/toy_task.h"
+#include "common/observe/trace.h"
 
 // Note [Which hook]
 // Tensor::register_hook runs on the gradient *before* it is added into p.grad(). An async
@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
 
     // 6. Check the result three ways (exit code 1 if one fails): the ranks agree, they match
     //    one process on the global batch (see Note [Tolerance against one process] in
-    //    common/toy_task.h), and the loss went down.
+    //    common/data/toy_task.h), and the loss went down.
     ddp::toy::check_training(group, params, cfg, losses, train.save_params);
     ddp::finish_trace(train.trace, group);
     group.pg->barrier()->wait();

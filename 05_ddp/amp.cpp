@@ -1,8 +1,8 @@
 // provides: Amp. See Note [Mixed precision and DDP].
 #include "05_ddp/amp.h"
 
-#include "common/compat.h"
-#include "common/errors.h"
+#include "common/group/compat.h"
+#include "common/basics/errors.h"
 
 namespace ddp {
 

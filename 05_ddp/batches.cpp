@@ -3,7 +3,7 @@
 
 #include <cstdio>
 
-#include "common/failure.h"
+#include "common/basics/failure.h"
 
 namespace ddp {
 

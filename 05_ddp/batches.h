@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "common/fashion_mnist.h"
+#include "common/data/fashion_mnist.h"
 
 namespace ddp {
 

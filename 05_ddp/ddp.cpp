@@ -1,4 +1,8 @@
-// provides: DistributedDataParallel: buckets of gradients all-reduced while backward runs.
+// provides: DistributedDataParallel's core: buckets of gradients all-reduced while backward runs.
+//
+// Read: the Notes, then the constructor and the hook in the order they run: on_gradient_ready()
+// (steps 4-5), launch_ready_buckets(), finish_backward() (steps 6-7: the wait and the rebuild).
+// Skip on a first reading: ddp_extensions.cpp (comm hooks, overlap share, restore, buffers).
 #include "05_ddp/ddp.h"
 
 #include <torch/csrc/autograd/engine.h>
@@ -7,9 +11,9 @@
 #include <algorithm>
 #include <map>
 
-#include "common/errors.h"
-#include "common/log.h"
-#include "common/trace.h"
+#include "common/basics/errors.h"
+#include "common/basics/log.h"
+#include "common/observe/trace.h"
 
 namespace ddp {
 
@@ -21,6 +25,11 @@ namespace ddp {
 // that is the overlap. Gradients become ready in reverse layer order, so the buckets are built
 // from the last parameters to the first. The bucket that holds the first layers is finished
 // last and nothing can overlap it, so PyTorch keeps the first one built small (1 MiB).
+// "Small" is a floor, not a ceiling: a bucket closes once it holds at least its limit, so the
+// MLP (its last five tensors 0.5 MiB, then fc1.weight's 1.5 MiB) is one bucket at any
+// --bucket-cap-mb, and a tensor larger than the cap fills a bucket of its own. (PyTorch 2.x,
+// given an explicit bucket_cap_mb, cuts the first bucket at that cap too; we keep the rule
+// of PyTorch 1.13, which 2.x still follows for its default.)
 //
 // Note [Rebuilding the buckets]
 // The layer order is only a guess of the order in which gradients become ready (a layer used
@@ -34,63 +43,13 @@ namespace ddp {
 // up each element in an order set by where it sits in its bucket, so another layout rounds
 // differently (two ranks only ever compute a + b, which is b + a exactly). A run resumed from a
 // checkpoint must therefore continue with the rebuilt buckets, not build the first-iteration
-// ones again: the checkpoint carries them (trainer.cpp). Without that, a 4-rank run requeued
+// ones again: the checkpoint carries them (resume.cpp). Without that, a 4-rank run requeued
 // by Slurm ended with other parameters than an uninterrupted one (tests/test_slurm.cpp).
-//
-// Note [Overlap share]
-// For each synchronising backward: the time some bucket's all-reduce was in flight (the union
-// of [start, end] over the buckets: Gloo may run two at once), and the part of it before
-// finish_backward(), that is, while autograd was still computing gradients. Their ratio, over
-// every backward but the first (it rebuilds the buckets), is the share of communication hidden
-// behind backward. The end of an all-reduce is when the backend completed it (a callback on
-// its future, common/flight_recorder.cpp), not when we waited for it.
-//
-// Note [Buffers]
-// A buffer is module state that is not a parameter: BatchNorm's running mean and variance
-// (and its batch counter). No gradient, so no all-reduce: each rank's forward updates its own
-// copy from its own batch, and the ranks' copies drift apart. PyTorch's DDP keeps one truth:
-// rank 0's buffers are broadcast to all ranks before every forward (broadcast_buffers=True),
-// one flat broadcast per dtype. The statistics used in training are still each rank's own
-// batch's; the running ones, used to evaluate, are rank 0's everywhere, so a distributed
-// validation evaluates one model, the one rank 0 checkpoints. SyncBatchNorm is the other
-// answer: statistics over all ranks' batches.
 //
 // Note [Divide before the sum]
 // Each gradient is multiplied by 1/world while it is copied into its bucket, then the bucket
 // is summed: the average. PyTorch's DDP does the same, in this order, which is why our result
 // is bit-identical to it. Chapter 03 summed, then divided: the same in exact arithmetic only.
-
-// Note [Communication hooks]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// A hook decides what a bucket's all-reduce sends. PyTorch's fp16_compress_hook: cast the
-// bucket to float16, divide it by the world size there, all-reduce that, and copy the result
-// back into the float32 bucket; bf16_compress_hook the same with bfloat16. Half the bytes on the
-// wire, for gradients rounded to 11 (fp16) or 8 (bf16) significant bits on the way. With a hook
-// the gradients are copied into the bucket as they are: the hook divides, after the cast, so
-// that the sum of world-many fp16 values stays in range. Done in this order, our result is
-// bit-identical to PyTorch's DDP with the same hook (tests/test_trainer.cpp). On a slow link the
-// halved bytes are what a step saves; on loopback the casts may cost more than they save.
-
-CommHook parse_comm_hook(const std::string& name) {
-  if (name == "none") return CommHook::kNone;
-  if (name == "fp16") return CommHook::kFp16;
-  if (name == "bf16") return CommHook::kBf16;
-  throw UsageError("--comm-hook " + name + ": use none, fp16 or bf16");
-}
-
-void DistributedDataParallel::register_comm_hook(CommHook hook) {
-  if (rebuilt_ || in_backward_) throw UsageError("register_comm_hook: call it before the first backward, as in PyTorch");
-#if TORCH_VERSION_MAJOR < 2
-  // LibTorch 1.13's Gloo has no bfloat16 sum ("Invalid scalar type"); PyTorch 1.13's DDP refuses
-  // bf16_compress_hook without CUDA 11+ and NCCL 2.10+. NCCL has it, and so has 2.x's Gloo.
-  if (hook == CommHook::kBf16 && group_.pg->getBackendName() == "gloo") {
-    throw UsageError("--comm-hook bf16: the Gloo of LibTorch 1.13"
-                     " cannot all-reduce bfloat16 (PyTorch 1.13 refuses bf16_compress_hook without CUDA and NCCL too); use "
-                     "--comm-hook fp16, NCCL, or LibTorch 2.x");
-  }
-#endif
-  hook_ = hook;
-}
 
 std::vector<std::vector<size_t>> assign_buckets(const std::vector<size_t>& order, const std::vector<size_t>& sizes_bytes,
                                                 size_t first_limit, size_t cap) {
@@ -146,10 +105,6 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
         }));
     accumulators_.push_back(std::move(accumulator));
   }
-}
-
-void DistributedDataParallel::sync_buffers() {
-  if (group_.size() > 1) broadcast_from_rank0(module_->buffers(), "buffers");
 }
 
 void DistributedDataParallel::broadcast_from_rank0(const std::vector<torch::Tensor>& tensors, const std::string& tag) {
@@ -220,14 +175,8 @@ void DistributedDataParallel::launch_ready_buckets() {
     Bucket& b = buckets_[next_bucket_];
     const std::string tag = "bucket" + std::to_string(next_bucket_);
     trace().instant(tag + " ready", "ddp", wall_us(), Trace::kCompute);
-    if (skip_next_ && next_bucket_ == 0) {
-      skip_next_ = false, b.skipped = true;
-      log("fault injection (--skip-rank): not starting the all-reduce of " + tag);
-    } else {
-      if (hook_ != CommHook::kNone) {  // compress, then divide in the compressed type
-        b.wire = b.flat.to(hook_ == CommHook::kFp16 ? torch::kHalf : torch::kBFloat16).div_(group_.size());
-      }
-      std::vector<torch::Tensor> t{hook_ == CommHook::kNone ? b.flat : b.wire};
+    if (!skipped_by_fault_injection(b, tag)) {
+      std::vector<torch::Tensor> t{to_wire(b)};  // the flat bucket (or what a comm hook sends)
       // Returns at once; Gloo works in its own threads. Recorded and traced by issue().
       b.work = issue(group_, "all-reduce", tag, t[0].numel() * t[0].element_size(),
                      [&] { return group_.pg->allreduce(t); });
@@ -267,7 +216,7 @@ void DistributedDataParallel::finish_backward() {
   }
   account_overlap(computed);
   for (auto& b : buckets_) {
-    if (hook_ != CommHook::kNone) b.flat.copy_(b.wire);  // decompress
+    if (hook_ != CommHook::kNone) b.flat.copy_(b.wire);  // a comm hook's result, decompressed
     for (size_t k = 0; k < b.params.size(); ++k) {
       torch::Tensor& grad = params_[b.params[k]].mutable_grad();
       grad.copy_(b.flat.narrow(0, b.offsets[k], grad.numel()).view_as(grad));
@@ -278,49 +227,8 @@ void DistributedDataParallel::finish_backward() {
   if (!rebuilt_) {
     rebuilt_ = true;
     build_buckets(assign_buckets(ready_order_, bytes_, cap_bytes_ == kOneBucket ? kOneBucket : kFirstBucketBytes, cap_bytes_));
+    log0("buckets rebuilt in the order gradients became ready: " + describe_buckets());
   }
-}
-
-void DistributedDataParallel::account_overlap(double computed_us) {
-  std::vector<std::pair<double, double>> spans;
-  for (const auto& b : buckets_) {
-    if (b.skipped) continue;
-    const double end = b.work.done_us->load();
-    spans.emplace_back(b.work.issued_us, end > 0 ? end : wall_us());
-  }
-  std::sort(spans.begin(), spans.end());
-  double comm = 0, hidden = 0, from = 0, to = -1;  // the union, one merged interval at a time
-  auto close = [&] {
-    if (to <= from) return;
-    comm += to - from;
-    hidden += std::max(0.0, std::min(to, computed_us) - from);
-  };
-  for (const auto& [s, e] : spans) {
-    if (s > to) close(), from = s, to = e;
-    else to = std::max(to, e);
-  }
-  close();
-  if (rebuilt_) overlap_.comm_us += comm, overlap_.hidden_us += hidden, ++overlap_.backwards;  // not the first
-}
-
-void DistributedDataParallel::restore_buckets(const std::vector<std::vector<size_t>>& assignment) {
-  if (cap_bytes_ == kOneBucket) {  // --one-bucket keeps its one bucket, whatever the interrupted run had
-    rebuilt_ = true;
-    return;
-  }
-  std::vector<int> seen(params_.size(), 0);
-  for (const auto& bucket : assignment) {
-    for (size_t i : bucket) {
-      if (i >= params_.size() || seen[i]++) throw UsageError("the checkpoint's bucket layout does not fit this model");
-    }
-  }
-  for (const auto& bucket : bucket_assignment()) {
-    for (size_t i : bucket) {
-      if (!seen[i]) throw UsageError("the checkpoint's bucket layout does not fit this model: it lacks " + names_[i]);
-    }
-  }
-  build_buckets(assignment);
-  rebuilt_ = true;
 }
 
 std::vector<std::vector<size_t>> DistributedDataParallel::bucket_assignment() const {

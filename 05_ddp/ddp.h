@@ -1,4 +1,10 @@
 // defines: DistributedDataParallel, the chapter's lesson: chapter 04's hooks, grouped into buckets.
+//
+// Read: this header down to "Extensions", then ddp.cpp: the buckets, the hook on each gradient,
+// the launch order, the rebuild after the first iteration, and no_sync().
+// Skip on a first reading: the "Extensions" part of the class (communication hooks, the overlap
+// share, buckets restored from a checkpoint, BatchNorm's buffers, the --skip-rank fault), whose
+// code is in ddp_extensions.cpp.
 #pragma once
 #include <torch/torch.h>
 
@@ -6,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "common/flight_recorder.h"
-#include "common/process_group.h"
+#include "common/observe/flight_recorder.h"
+#include "common/group/process_group.h"
 
 namespace ddp {
 
@@ -19,13 +25,11 @@ constexpr size_t kOneBucket = SIZE_MAX;
 
 // Which parameters go into which bucket: walk `order` (indices into `sizes_bytes`), fill a
 // bucket until it holds at least its limit, then start the next. The first bucket's limit is
-// limits[0], every later one limits[1] (PyTorch's compute_bucket_assignment_by_size).
+// first_limit, every later one cap (PyTorch's compute_bucket_assignment_by_size).
 std::vector<std::vector<size_t>> assign_buckets(const std::vector<size_t>& order, const std::vector<size_t>& sizes_bytes,
                                                 size_t first_limit, size_t cap);
 
-// What travels on the wire (Note [Communication hooks]): the gradients as they are (kNone, the
-// default), or compressed to half precision for the all-reduce and decompressed after it, as
-// PyTorch's fp16_compress_hook and bf16_compress_hook do.
+// What travels on the wire (an extension: Note [Communication hooks] in ddp_extensions.cpp).
 enum class CommHook { kNone, kFp16, kBf16 };
 CommHook parse_comm_hook(const std::string& name);  // "none", "fp16", "bf16"; else UsageError
 
@@ -49,6 +53,17 @@ class DistributedDataParallel {
   };
   std::unique_ptr<NoSync> no_sync() { return std::make_unique<NoSync>(*this); }
 
+  // The buckets, as lists of parameter indices in the order their all-reduces start.
+  std::vector<std::vector<size_t>> bucket_assignment() const;
+  bool rebuilt() const { return rebuilt_; }
+  // All-reduces started by the last synchronising backward (one per bucket).
+  int allreduces_last_backward() const { return launched_last_; }
+  // For each bucket of the last synchronising backward: how many gradients had arrived when its
+  // all-reduce started. Fewer than all of them = it overlapped the rest of backward.
+  const std::vector<size_t>& gradients_ready_at_launch() const { return ready_at_launch_; }
+
+  // ---- Extensions (ddp_extensions.cpp): skip on a first reading ----
+
   // ddp_model.register_comm_hook(state, fp16_compress_hook) in PyTorch: before the first
   // backward. Throws UsageError where the backend cannot all-reduce the hook's type.
   void register_comm_hook(CommHook hook);
@@ -58,18 +73,14 @@ class DistributedDataParallel {
   // forward, also in no_sync() and before evaluating. See Note [Buffers].
   void sync_buffers();
 
-  // The buckets, as lists of parameter indices in the order their all-reduces start.
-  std::vector<std::vector<size_t>> bucket_assignment() const;
-  bool rebuilt() const { return rebuilt_; }
   // A resumed run continues with the buckets the interrupted one had rebuilt (kept in its
   // checkpoint): see Note [Rebuilding the buckets]. Throws UsageError unless `assignment` holds
   // every parameter that gets a gradient exactly once.
   void restore_buckets(const std::vector<std::vector<size_t>>& assignment);
-  // All-reduces started by the last synchronising backward (one per bucket).
-  int allreduces_last_backward() const { return launched_last_; }
-  // For each bucket of the last synchronising backward: how many gradients had arrived when its
-  // all-reduce started. Fewer than all of them = it overlapped the rest of backward.
-  const std::vector<size_t>& gradients_ready_at_launch() const { return ready_at_launch_; }
+
+  // For the log: "2 buckets: bucket0 3.07 MiB (4 tensors, fc2.bias to fc1.weight), ...", and the
+  // limits they were cut at.
+  std::string describe_buckets() const;
 
   // How much of the all-reduce time was hidden behind backward: see Note [Overlap share].
   struct Overlap {
@@ -92,16 +103,20 @@ class DistributedDataParallel {
     torch::Tensor flat;  // every gradient of the bucket, side by side: one all-reduce for all
     torch::Tensor wire;  // with a comm hook: flat compressed, what the all-reduce sends
     size_t pending = 0;  // gradients of this backward still to come
-    Pending work;  // its all-reduce (issue()/wait() in common/flight_recorder.h)
+    Pending work;  // its all-reduce (issue()/wait() in common/observe/flight_recorder.h)
     bool skipped = false;
   };
 
+  // The core (ddp.cpp).
   void build_buckets(const std::vector<std::vector<size_t>>& assignment);
   // Rank 0's values into `tensors` on every rank: one flat broadcast per dtype.
   void broadcast_from_rank0(const std::vector<torch::Tensor>& tensors, const std::string& tag);
   void on_gradient_ready(size_t i);  // the hook
   void launch_ready_buckets();
   void finish_backward();  // queued to run once at the end of backward
+  // The extensions' parts of it (ddp_extensions.cpp).
+  torch::Tensor to_wire(Bucket& b);  // what the all-reduce sends: `flat`, or compressed by a hook
+  bool skipped_by_fault_injection(Bucket& b, const std::string& tag);  // --skip-rank
   void account_overlap(double computed_us);  // Note [Overlap share]
 
   std::shared_ptr<torch::nn::Module> module_;

@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "common/log.h"
-#include "common/trace.h"
+#include "common/basics/log.h"
+#include "common/observe/trace.h"
 
 #if TORCH_VERSION_MAJOR >= 2
 #include <ATen/record_function.h>

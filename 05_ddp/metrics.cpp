@@ -7,10 +7,10 @@
 #include <cmath>
 #include <cstring>
 
-#include "common/errors.h"
-#include "common/log.h"
-#include "common/paths.h"
-#include "common/error_file.h"
+#include "common/basics/errors.h"
+#include "common/basics/log.h"
+#include "common/basics/paths.h"
+#include "common/launch/error_file.h"
 
 namespace ddp {
 

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "common/tensorboard.h"
+#include "common/observe/tensorboard.h"
 
 namespace ddp {
 

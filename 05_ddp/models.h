@@ -5,7 +5,7 @@
 #include <functional>
 #include <string>
 
-#include "common/errors.h"
+#include "common/basics/errors.h"
 
 namespace ddp {
 

@@ -1,8 +1,8 @@
 // provides: add_trainer_options(): the one definition of 05's flags and their limits.
 #include "05_ddp/options.h"
 
-#include "common/errors.h"
-#include "common/log.h"
+#include "common/basics/errors.h"
+#include "common/basics/log.h"
 
 namespace ddp {
 

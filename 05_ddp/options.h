@@ -1,4 +1,4 @@
-// defines: the trainer's own flags (the shared ones are in common/cli.h).
+// defines: the trainer's own flags (the shared ones are in common/basics/cli.h).
 #pragma once
 #include <CLI/CLI.hpp>
 #include <optional>

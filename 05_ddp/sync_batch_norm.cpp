@@ -1,7 +1,7 @@
 // provides: sync_batch_norm(): forward and backward of BatchNorm over all ranks' batches.
 #include "05_ddp/sync_batch_norm.h"
 
-#include "common/flight_recorder.h"
+#include "common/observe/flight_recorder.h"
 
 namespace ddp {
 

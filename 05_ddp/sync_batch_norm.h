@@ -3,7 +3,7 @@
 #include <torch/torch.h>
 
 #include "05_ddp/models.h"
-#include "common/process_group.h"
+#include "common/group/process_group.h"
 
 namespace ddp {
 

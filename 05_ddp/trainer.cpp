@@ -17,13 +17,13 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 
 #include "05_ddp/sgd.h"
-#include "common/checkpoint.h"
-#include "common/errors.h"
-#include "common/failure.h"
-#include "common/flight_recorder.h"
-#include "common/trace.h"
-#include "common/log.h"
-#include "common/paths.h"
+#include "common/state/checkpoint.h"
+#include "common/basics/errors.h"
+#include "common/basics/failure.h"
+#include "common/observe/flight_recorder.h"
+#include "common/observe/trace.h"
+#include "common/basics/log.h"
+#include "common/basics/paths.h"
 
 namespace ddp {
 namespace {

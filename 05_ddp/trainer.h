@@ -8,9 +8,9 @@
 
 #include "05_ddp/ddp.h"
 #include "05_ddp/options.h"
-#include "common/cli.h"
-#include "common/process_group.h"
-#include "common/preemption.h"
+#include "common/basics/cli.h"
+#include "common/group/process_group.h"
+#include "common/slurm/preemption.h"
 
 namespace ddp {
 

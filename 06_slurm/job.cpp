@@ -3,8 +3,8 @@
 
 #include <cctype>
 
-#include "common/errors.h"
-#include "common/preemption.h"
+#include "common/basics/errors.h"
+#include "common/slurm/preemption.h"
 
 namespace ddp {
 

@@ -14,14 +14,14 @@
 #include <fstream>
 #include <thread>
 
-#include "common/error_file.h"
-#include "common/errors.h"
-#include "common/log.h"
-#include "common/net.h"
-#include "common/paths.h"
-#include "common/preemption.h"
-#include "common/rank_env.h"
-#include "common/simulated_hosts.h"
+#include "common/launch/error_file.h"
+#include "common/basics/errors.h"
+#include "common/basics/log.h"
+#include "common/launch/net.h"
+#include "common/basics/paths.h"
+#include "common/slurm/preemption.h"
+#include "common/launch/rank_env.h"
+#include "common/hosts/simulated_hosts.h"
 
 extern char** environ;
 

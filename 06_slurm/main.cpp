@@ -6,7 +6,7 @@
 // rank 0's log to the end, saying how the job ended. With --local it runs the same job on this
 // machine, with the environment Slurm would give each task (see local_cluster.cpp), so the whole
 // path, preemption and requeue included, can be watched without a cluster. The trainer's side of
-// preemption is in common/preemption.h (Note [Preemption and requeue]).
+// preemption is in common/slurm/preemption.h (Note [Preemption and requeue]).
 //
 // Usage:
 //   ./build-cpu/06_slurm --nodes 2 --tasks-per-node 2                       # print the batch script
@@ -40,14 +40,14 @@
 
 #include "06_slurm/job.h"
 #include "06_slurm/local_cluster.h"
-#include "common/simulated_hosts.h"
-#include "common/cli.h"
-#include "common/command.h"
-#include "common/errors.h"
-#include "common/failure.h"
-#include "common/hostlist.h"
-#include "common/log.h"
-#include "common/paths.h"
+#include "common/hosts/simulated_hosts.h"
+#include "common/basics/cli.h"
+#include "common/launch/command.h"
+#include "common/basics/errors.h"
+#include "common/basics/failure.h"
+#include "common/slurm/hostlist.h"
+#include "common/basics/log.h"
+#include "common/basics/paths.h"
 
 namespace {
 

@@ -15,11 +15,11 @@
 #include <cstdio>
 #include <fstream>
 
-#include "common/cli.h"
-#include "common/failure.h"
-#include "common/flight_recorder.h"
-#include "common/log.h"
-#include "common/process_group.h"
+#include "common/basics/cli.h"
+#include "common/basics/failure.h"
+#include "common/observe/flight_recorder.h"
+#include "common/basics/log.h"
+#include "common/group/process_group.h"
 
 namespace {
 

@@ -23,12 +23,12 @@
 #include <tuple>
 
 #include "bench/alpha_beta.h"
-#include "common/cli.h"
-#include "common/errors.h"
-#include "common/failure.h"
-#include "common/log.h"
-#include "common/simulated_hosts.h"
-#include "common/trace.h"
+#include "common/basics/cli.h"
+#include "common/basics/errors.h"
+#include "common/basics/failure.h"
+#include "common/basics/log.h"
+#include "common/hosts/simulated_hosts.h"
+#include "common/observe/trace.h"
 
 namespace {
 using ddp::cost::Point;

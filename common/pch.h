@@ -3,4 +3,4 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "common/compat.h"
+#include "common/group/compat.h"

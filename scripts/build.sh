@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Configures and builds one LibTorch flavour into build-<flavour>/ (after scripts/setup.sh).
-# Usage: scripts/build.sh cpu|cuda [make targets...]
+# Usage: scripts/build.sh cpu|cuda [make targets...]   (cuda: the toolkit in $DDP_CUDA_HOME,
+#        default /usr/local/cuda; without one, exit 2 before anything is built)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 flavour=${1:?usage: scripts/build.sh cpu|cuda [targets]}
 shift
+source "$root/scripts/flavours.sh"
+resolve_flavours "[build]" "$flavour"
 venv=${DDP_VENV:-$root/.venv}
 build=$root/build-$flavour
 case $flavour in
@@ -13,8 +16,8 @@ case $flavour in
         # which runs this build's 05_ddp. The tests run once per CI (DDP_ONCE_TESTS) run here.
         extra=(-DDDP_REFERENCE_PYTHON=/usr/bin/python3 -DDDP_SLURM_TESTS=ON -DDDP_ONCE_TESTS=ON) ;;
   cuda) prefix=$("$venv/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null | tail -n 1)
-        export CUDACXX=${CUDACXX:-/usr/local/cuda/bin/nvcc}
-        extra=(-DCUDAToolkit_ROOT=/usr/local/cuda -DDDP_TORCHRUN_PYTHON="$venv/bin/python"
+        export CUDACXX=${CUDACXX:-$cuda_home/bin/nvcc}
+        extra=(-DCUDAToolkit_ROOT="$cuda_home" -DDDP_TORCHRUN_PYTHON="$venv/bin/python"
               -DDDP_REFERENCE_PYTHON="$venv/bin/python" -DDDP_ONCE_TESTS=OFF) ;;
   *) echo "unknown flavour '$flavour': use cpu or cuda" >&2; exit 2 ;;
 esac

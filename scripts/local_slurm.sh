@@ -12,7 +12,7 @@
 # With DDP_SLURM_LINK=RATE (e.g. 100mbit) the nodes are hosts: each slurmd also gets its own
 # network namespace, with an address (node1 10.0.1.1, node2 10.0.1.2) on a bridge where the
 # controller is 10.0.1.254 (slurmctl), each link shaped to RATE with tbf, as 02_spawn --link does
-# (Note [Nodes as hosts] in common/simulated_hosts.cpp). A job's ranks then talk across the links.
+# (Note [Nodes as hosts] in common/hosts/simulated_hosts.cpp). A job's ranks then talk across the links.
 # The bridge is the only thing in the host's network; `down` removes it.
 #
 # Usage (as root):
@@ -156,7 +156,7 @@ check_link() {
 # own (network too), wired to the bridge by a veth pair before it starts.
 start_linked() {
   local i pid tbf burst
-  # tbf as 02_spawn --link sets it (common/simulated_hosts.cpp): the rate, a burst of one GSO
+  # tbf as 02_spawn --link sets it (common/hosts/simulated_hosts.cpp): the rate, a burst of one GSO
   # packet (64 KiB) or 1 ms at the rate, whichever is more, and 50 ms of queue.
   burst=$(awk -v r="$link" 'BEGIN { u = tolower(substr(r, length(r) - 3, 1))
     b = (r + 0) * (u == "k" ? 1e3 : u == "m" ? 1e6 : 1e9) / 8 / 1000; printf "%d", (b > 65536 ? b : 65536) }')

@@ -15,13 +15,24 @@ run_step() {
   echo "$label $usual (log: $log)"
   : > "$log"
   "$@" >> "$log" 2>&1 &
-  local pid=$! start=$SECONDS shown=$SECONDS seen=0 rc=0 running=1
+  local pid=$! start=$SECONDS rc=0
+  follow_log "$label" "$log" 0 "$filter" kill -0 "$pid"
+  wait "$pid" || rc=$?
+  echo "$label done in $((SECONDS - start)) s$([ $rc = 0 ] || echo ", FAILED (exit $rc)")"
+  return $rc
+}
+
+#   follow_log LABEL LOG SEEN FILTER CMD...
+#     Shows LOG's lines after its first SEEN, through FILTER, for as long as CMD succeeds (run
+#     once a second), and once more after, for the last lines; "... still running" as above.
+follow_log() {
+  local label=$1 log=$2 seen=$3 filter=$4
+  shift 4
+  local start=$SECONDS shown=$SECONDS running=1 lines new
   while [ $running = 1 ]; do
-    kill -0 "$pid" 2>/dev/null || running=0  # one more pass after the end, for the last lines
-    local lines
+    "$@" 2>/dev/null || running=0  # one more pass after the end, for the last lines
     lines=$(wc -l < "$log")
     if [ "$lines" -gt "$seen" ]; then
-      local new
       new=$(sed -n "$((seen + 1)),${lines}p" "$log" | sed -nE "$filter")
       seen=$lines
       if [ -n "$new" ]; then
@@ -35,9 +46,7 @@ run_step() {
     fi
     [ $running = 1 ] && sleep 1
   done
-  wait "$pid" || rc=$?
-  echo "$label done in $((SECONDS - start)) s$([ $rc = 0 ] || echo ", FAILED (exit $rc)")"
-  return $rc
+  return 0
 }
 
 # make's lines, one per translation unit and link, as progress lines; compiler errors and make's

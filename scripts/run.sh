@@ -1,17 +1,56 @@
 #!/usr/bin/env bash
-# Sets up, builds (CPU/Gloo) and runs the course (01-06), each chapter at world size 2.
+# Sets up, builds (CPU/Gloo) and runs the course (01-06), each chapter at world size 2, in order:
+# chapter 01 runs as soon as it is built, while the later chapters build in the background, each
+# one run once it is built (the chapters themselves: scripts/course.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/progress.sh"
+source "$root/scripts/course.sh"
 "$root/scripts/setup.sh" cpu
+build=$root/build-cpu
 log=$root/build-cpu.log
-usual="building the chapters: about 4 minutes on 2 cores the first time, seconds when built"
-[ -f "$root/build-cpu/Makefile" ] && usual="building what changed"
-if ! run_step "[build cpu]" "$usual" "$log" "$BUILD_FILTER" \
-    "$root/scripts/build.sh" cpu 01_join_group 02_spawn 03_manual_allreduce 04_grad_hooks 05_ddp 06_slurm; then
-  tail -n 60 "$log"
-  echo "build FAILED (full log: $log)" >&2
-  exit 1
-fi
-"$root/scripts/course.sh" "$root/build-cpu"
+failed() { tail -n 60 "$log"; echo "build FAILED (full log: $log)" >&2; exit 1; }
+
+# 1. Chapter 01 and the libraries it links, in the foreground (this also configures).
+usual="building chapter 01: about 3 minutes on 2 cores the first time, seconds when built"
+[ -f "$build/Makefile" ] && usual="building what changed for chapter 01"
+run_step "[build cpu]" "$usual" "$log" "$BUILD_FILTER" "$root/scripts/build.sh" cpu 01_join_group || failed
+
+# 2. The later chapters, one after the other, at the lowest priority (nice 19), so that they
+#    take only what the running chapter leaves. Their lines go to the log only; each one's
+#    "<chapter> <exit status>" to a status file. In a session of its own, so that it can be
+#    stopped with everything it started when this script ends early.
+status=$build/run-sh-builds.txt
+: > "$status"
+later=("${course_chapters[@]:1}")
+echo "[build cpu] ${later[*]}: building in the background meanwhile (nice 19; log: $log)"
+setsid nice -n 19 bash -c 'build=$1 log=$2 status=$3; shift 3
+  for t in "$@"; do
+    rc=0; cmake --build "$build" -j2 --target "$t" >> "$log" 2>&1 || rc=$?
+    echo "$t $rc" >> "$status"
+    [ $rc = 0 ] || exit $rc
+  done' _ "$build" "$log" "$status" "${later[@]}" &
+builder=$!
+trap 'kill -- -$builder 2>/dev/null || true' EXIT
+
+# Waits until the background build of one chapter ended: quiet when it is already built,
+# else its progress lines while waiting. A failed build stops here, after the chapters before.
+built() {
+  local t=$1 start=$SECONDS
+  if ! grep -q "^$t " "$status"; then
+    echo "[build cpu] waiting for $t to build"
+    follow_log "[build cpu]" "$log" "$(wc -l < "$log")" "$BUILD_FILTER" \
+      bash -c '! grep -q "^$1 " "$2" && kill -0 "$3"' _ "$t" "$status" "$builder"
+    grep -q "^$t " "$status" || { echo "the background build stopped before $t" >&2; failed; }
+    echo "[build cpu] $t built after $((SECONDS - start)) s of waiting"
+  fi
+  grep -q "^$t 0$" "$status" || failed
+}
+
+for chapter in "${course_chapters[@]}"; do
+  [ "$chapter" = 01_join_group ] || built "$chapter"
+  "chapter_$chapter" "$build"
+done
+course_done
+wait "$builder"
 echo "(the build's full log: $log)"

@@ -5,28 +5,29 @@
 #          Fashion-MNIST from dataset-fashion-mnist)
 #   cuda : the above, plus a project-local virtualenv (.venv) with PyPI torch==2.11.0 (CUDA 13.0,
 #          NCCL 2.28.9), whose LibTorch CMake finds via torch.utils.cmake_prefix_path, and
-#          tensorboard, whose reader checks the trainer's event files
-# Usage: scripts/setup.sh [cpu] [cuda] [all]   (default: $DDP_FLAVOURS, else all)
+#          tensorboard, whose reader checks the trainer's event files; it needs the CUDA 13.0
+#          toolkit in $DDP_CUDA_HOME (default /usr/local/cuda)
+# Usage: scripts/setup.sh [cpu] [cuda] [all]   (default: $DDP_FLAVOURS, else every flavour this
+#        machine can build, saying which it skipped; one named that cannot be built: exit 2)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-flavours=${*:-${DDP_FLAVOURS:-all}}
-[ "$flavours" = all ] && flavours="cpu cuda"
 venv=${DDP_VENV:-$root/.venv}
 torch_pip_version=2.11.0
 
 source "$root/scripts/progress.sh"
+source "$root/scripts/flavours.sh"
 log=$root/setup.log  # what the installers print; named when they take long or fail
 say() { echo "[setup] $*"; }
 die() { echo "[setup] error: $*" >&2; exit 2; }
 
-for f in $flavours; do
-  case $f in cpu|cuda) ;; *) die "unknown flavour '$f': use cpu, cuda or all" ;; esac
-done
+# Before installing anything: a flavour asked for that cannot be built here stops it (exit 2).
+resolve_flavours "[setup]" ${*:-${DDP_FLAVOURS:-}}
+[ -z "$skipped" ] || say "skipping the ${skipped%%:*} flavour: ${skipped#*: }"
 
 # 1. Debian packages (as root; apt-get update only when something is missing).
 # libopenblas0-pthread: Debian's libtorch computes on whatever libblas.so.3 is installed, and
 # --no-install-recommends would leave the reference BLAS, 3-7x slower (Note [Which BLAS] in
-# common/blas.h). The pthread build measured best with 2 ranks on 2 cores (05_ddp/README.md).
+# common/compute/blas.h). The pthread build measured best with 2 ranks on 2 cores (05_ddp/README.md).
 # iproute2: `ip` and `tc`, which --link uses to make simulated nodes hosts (Note [Nodes as hosts]).
 packages=(g++ make cmake binutils libtorch-dev libgloo-dev libopenblas0-pthread libcli11-dev libgtest-dev zlib1g-dev
           nlohmann-json3-dev python3-venv python3-torch dataset-fashion-mnist iproute2)
@@ -56,7 +57,6 @@ done
 
 # 2. The CUDA flavour: LibTorch from the pip wheel, and the CUDA toolkit it was built with.
 if [[ " $flavours " == *" cuda "* ]]; then
-  [ -x /usr/local/cuda/bin/nvcc ] || die "the cuda flavour needs the CUDA 13.0 toolkit in /usr/local/cuda (nvcc, nccl.h); use 'scripts/setup.sh cpu' without it"
   if ! "$venv/bin/python" -c "import torch,sys; sys.exit(torch.__version__.split('+')[0] != '$torch_pip_version')" 2>/dev/null; then
     # One line per package pip collects (torch and its CUDA wheels, about 20).
     run_step "[setup]" "creating $venv with torch==$torch_pip_version (4.6 GB: about a minute from pip's cache, several to download)" "$log" \

@@ -1,13 +1,35 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs every test (ctest), for both LibTorch flavours:
+# Sets up, builds and runs every test (ctest), for each LibTorch flavour:
 #   cpu  = Debian libtorch-dev 1.13 (Gloo)      -> build-cpu/
-#   cuda = PyPI torch 2.11.0 (CUDA 13, NCCL)    -> build-cuda/  (GPU tests skip without a GPU)
+#   cuda = PyPI torch 2.11.0 (CUDA 13, NCCL)    -> build-cuda/  (GPU tests skip without a GPU;
+#          needs the CUDA 13.0 toolkit in $DDP_CUDA_HOME, default /usr/local/cuda)
 # The second flavour builds (nice 19) while the first one's tests run.
-# Usage: scripts/test.sh            DDP_FLAVOURS=cpu scripts/test.sh   (one flavour only)
+# Usage: scripts/test.sh [--plan]
+#   Without DDP_FLAVOURS: the flavours this machine can build (cpu always, cuda with the toolkit),
+#   saying which one it skipped and why. DDP_FLAVOURS="cpu cuda" (CI), cpu or cuda: exactly those;
+#   one that cannot be built here stops it at once, exit 2. --plan: say what it would set up,
+#   build and test, and exit.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-flavours=${DDP_FLAVOURS:-cpu cuda}
-[ "$flavours" = all ] && flavours="cpu cuda"
+plan=no
+case ${1:-} in
+  "") ;;
+  --plan) plan=yes ;;
+  *) echo "[test] error: unknown argument '$1' (usage: scripts/test.sh [--plan]; flavours: DDP_FLAVOURS)" >&2; exit 2 ;;
+esac
+source "$root/scripts/flavours.sh"
+resolve_flavours "[test]" ${DDP_FLAVOURS:-}
+# Said at the start and again in the summary: "the cuda flavour: no CUDA toolkit in ...".
+skip_what=""
+[ -z "$skipped" ] || skip_what="the ${skipped%%:*} flavour: ${skipped#*: }"
+[ -z "$skip_what" ] || echo "[test] skipping $skip_what"
+echo "[test] flavours: $flavours$([ -n "${DDP_FLAVOURS:-}" ] && echo " (DDP_FLAVOURS)" || echo " (what this machine can build)")"
+if [ $plan = yes ]; then
+  for f in $flavours; do
+    echo "[test] plan: set up $f, build build-$f/, run its tests (ctest)"
+  done
+  exit 0
+fi
 
 "$root/scripts/setup.sh" $flavours
 status=0
@@ -60,4 +82,6 @@ for i in "${!fl[@]}"; do
   fi
 done
 echo "== logs: ${logs[*]}"
+echo "== flavours tested: $flavours: $([ $status = 0 ] && echo "every test passed" || echo "some tests FAILED (above)")"
+[ -z "$skip_what" ] || echo "== skipped $skip_what"
 exit $status

@@ -2,7 +2,7 @@
 
 Trains with torch.nn.parallel.DistributedDataParallel (Gloo, one process per rank, forked by
 torch.multiprocessing) from the initial parameters a C++ run saved (--init), on the same data
-(the formula of common/toy_task.cpp, in plain double arithmetic), with the same optimizer;
+(the formula of common/data/toy_task.cpp, in plain double arithmetic), with the same optimizer;
 then compares the final parameters with the C++ run's (--compare) and prints the largest
 absolute difference. Exit code 0 when it is at most --tolerance, 1 otherwise, 2 on bad input.
 
@@ -15,7 +15,7 @@ import tempfile
 
 # One BLAS thread, as torch.set_num_threads(1) below gives one intra-op thread: OpenBLAS
 # otherwise splits a matrix product over every core and rounds differently (Note [BLAS
-# threads] in common/blas.h). Read when libblas is loaded, so before torch is imported.
+# threads] in common/compute/blas.h). Read when libblas is loaded, so before torch is imported.
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 import torch  # noqa: E402

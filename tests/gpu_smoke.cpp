@@ -10,9 +10,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "common/failure.h"
-#include "common/log.h"
-#include "common/process_group.h"
+#include "common/basics/failure.h"
+#include "common/basics/log.h"
+#include "common/group/process_group.h"
 
 int main(int argc, char** argv) {
   if (!torch::cuda::is_available()) {

@@ -15,10 +15,10 @@
 #include <stdexcept>
 #include <thread>
 
-#include "common/command.h"
-#include "common/error_file.h"
-#include "common/net.h"
-#include "common/rank_env.h"
+#include "common/launch/command.h"
+#include "common/launch/error_file.h"
+#include "common/launch/net.h"
+#include "common/launch/rank_env.h"
 
 extern char** environ;
 

@@ -3,12 +3,14 @@
 //
 // Note [Checked examples]
 // ~~~~~~~~~~~~~~~~~~~~~~~
-// A README block is checked when the line before its opening fence is an HTML comment
-// `<!-- checked -->` (invisible on GitHub), optionally `<!-- checked: exit=137 timeout=60 slurm
-// root may=REGEX -->`; `root` blocks need root (network namespaces) and are left out, saying so,
-// without it; `may` names printed lines that a run may or may not print, as timing decides
-// (a survivor that notices a failure before the launcher stops it; Slurm's own srun lines
-// during a requeue): they are left out of the comparison on both sides; `\s` stands for a blank.
+// Every Markdown page of the repository is read (markdown_files(): found, not listed, so pages
+// moved to docs/ or added beside a chapter are covered). A block is checked when the line before
+// its opening fence is an HTML comment `<!-- checked -->` (invisible on GitHub), optionally
+// `<!-- checked: exit=137 timeout=60 slurm root may=REGEX -->`; `root` blocks need root (network
+// namespaces) and are left out, saying so, without it; `may` names printed lines that a run may
+// or may not print, as timing decides (a survivor that notices a failure before the launcher
+// stops it; Slurm's own srun lines during a requeue): they are left out of the comparison on
+// both sides; `\s` stands for a blank.
 // The block opens with the command lines, `$ ...` (a trailing `\` continues one), and the rest
 // is what they print, whole: every line, in order. The test runs the commands with bash, from a
 // folder whose entries link to the repository's (so `./build-cpu/05_ddp` and `06_slurm/...`
@@ -32,6 +34,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -39,6 +42,7 @@
 #include <map>
 #include <optional>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -66,9 +70,32 @@ struct Block {
 // Where the READMEs' examples pretend the repository is, in absolute paths a program prints.
 const std::string kExampleCheckout = "/home/you/ddp-course";
 
-const std::vector<std::string> kReadmes = {"README.md",           "01_join_group/README.md",  "02_spawn/README.md",
-                                           "03_manual_allreduce/README.md", "04_grad_hooks/README.md", "05_ddp/README.md",
-                                           "06_slurm/README.md"};
+// Every Markdown page of the repository, relative to its root, the top README first: each `*.md`
+// outside the build folders, runs/ and the hidden folders (.git, .venv, .cache), which is what
+// .gitignore leaves. Found, not listed, so a page added anywhere (docs/, a chapter's "Going
+// further" pages) is checked without a list to update.
+std::vector<std::string> markdown_files() {
+  const fs::path root = DDP_SOURCE_DIR;
+  std::vector<std::string> files;
+  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it) {
+    const std::string name = it->path().filename().string();
+    if (it->is_directory()) {
+      const bool ignored = name.rfind(".", 0) == 0 || (it.depth() == 0 && (name.rfind("build", 0) == 0 || name == "runs"));
+      if (ignored) it.disable_recursion_pending();
+      continue;
+    }
+    if (it->path().extension() == ".md") files.push_back(fs::relative(it->path(), root).string());
+  }
+  std::sort(files.begin(), files.end(), [](const std::string& a, const std::string& b) {
+    return (a == "README.md") != (b == "README.md") ? a == "README.md" : a < b;
+  });
+  return files;
+}
+
+// The pages the checked examples lived in before they were found rather than listed.
+const std::vector<std::string> kChapterReadmes = {"README.md",           "01_join_group/README.md",  "02_spawn/README.md",
+                                                  "03_manual_allreduce/README.md", "04_grad_hooks/README.md", "05_ddp/README.md",
+                                                  "06_slurm/README.md"};
 
 std::vector<Block> read_blocks(const std::string& readme) {
   std::ifstream in(std::string(DDP_SOURCE_DIR) + "/" + readme);
@@ -201,7 +228,7 @@ std::string skip_reason() {
 // mismatch; returns how many blocks ran.
 int check_readmes(bool slurm) {
   int ran = 0;
-  for (const std::string& readme : kReadmes) {
+  for (const std::string& readme : markdown_files()) {
     for (const Block& b : read_blocks(readme)) {
       if (b.slurm != slurm) continue;
       if (b.root && ::geteuid() != 0) {
@@ -289,7 +316,121 @@ TEST(Slurm, ReadmeJobLogsMatchRealJobs) {
   EXPECT_GT(check_readmes(/*slurm=*/true), 0) << "no checked block marked slurm";
 }
 
-// ---- Help that tells the truth (Note [Help that tells the truth] in common/cli.cpp) ----
+// ---- The pages hold together: every page found, every relative link leads somewhere ----
+
+namespace {
+
+// GitHub's anchor for a heading: lower case, punctuation dropped, each blank a hyphen
+// ("## Chapter 06's tests" -> chapter-06s-tests); bytes of other scripts are kept.
+std::string slug(const std::string& heading) {
+  std::string s;
+  for (const unsigned char c : heading) {
+    if (std::isalnum(c) || c == '_' || c == '-' || c >= 0x80) s += static_cast<char>(std::tolower(c));
+    else if (c == ' ') s += '-';
+  }
+  return s;
+}
+
+// A page's lines outside fenced code blocks, numbered from 1, and the anchors of its headings
+// (a repeated heading's anchor gets -1, -2, ... as on GitHub).
+struct Page {
+  std::vector<std::pair<int, std::string>> prose;
+  std::set<std::string> anchors;
+};
+Page read_page(const fs::path& path) {
+  Page page;
+  std::ifstream in(path);
+  bool fenced = false;
+  std::map<std::string, int> seen;
+  int n = 0;
+  for (std::string l; std::getline(in, l);) {
+    ++n;
+    const size_t first = l.find_first_not_of(' ');
+    if (first != std::string::npos && l.compare(first, 3, "```") == 0) {
+      fenced = !fenced;
+      continue;
+    }
+    if (fenced) continue;
+    page.prose.emplace_back(n, l);
+    static const std::regex heading(R"(#{1,6}\s+(.*?)\s*#*\s*)");
+    std::smatch m;
+    if (std::regex_match(l, m, heading)) {
+      const std::string a = slug(m[1]);
+      const int k = seen[a]++;
+      page.anchors.insert(k == 0 ? a : a + "-" + std::to_string(k));
+    }
+  }
+  return page;
+}
+
+}  // namespace
+
+// The checked examples and the link check read every page of the repository: the chapters'
+// READMEs among them, and nothing from a build folder or the virtualenv.
+TEST(Docs, EveryPageOfTheRepositoryIsFound) {
+  const std::vector<std::string> pages = markdown_files();
+  ASSERT_FALSE(pages.empty());
+  EXPECT_EQ(pages.front(), "README.md");
+  for (const std::string& readme : kChapterReadmes) {
+    EXPECT_NE(std::find(pages.begin(), pages.end(), readme), pages.end()) << readme << " not found";
+  }
+  for (const std::string& page : pages) {
+    EXPECT_NE(page.rfind("build", 0), 0u) << page;
+    EXPECT_NE(page.rfind(".", 0), 0u) << page;
+    EXPECT_NE(page.rfind("runs/", 0), 0u) << page;
+  }
+}
+
+// Every relative link of every page, [text](path) or [text](path#section), leads to a file or
+// folder of the repository, and a #section to a heading of that page. Links in code (fenced
+// blocks, `spans`) and to other sites are not links of the page.
+TEST(Docs, RelativeLinksPointToFilesThatExist) {
+  const fs::path root = fs::path(DDP_SOURCE_DIR).lexically_normal();
+  const std::regex link(R"(\]\(([^()\s]+)\))"), code_span("`[^`]*`");
+  int links = 0;
+  for (const std::string& md : markdown_files()) {
+    for (const auto& [n, line] : read_page(root / md).prose) {
+      const std::string text = std::regex_replace(line, code_span, "");
+      for (std::sregex_iterator it(text.begin(), text.end(), link), end; it != end; ++it) {
+        const std::string target = (*it)[1];
+        if (target.find("://") != std::string::npos || target.rfind("mailto:", 0) == 0) continue;
+        ++links;
+        const size_t hash = target.find('#');
+        const std::string file = target.substr(0, hash), section = hash == std::string::npos ? "" : target.substr(hash + 1);
+        const fs::path to = file.empty() ? root / md : (root / md).parent_path() / file;
+        const fs::path normal = to.lexically_normal();
+        const std::string where = md + ":" + std::to_string(n) + ": the link to " + target;
+        const std::string rel = normal.lexically_relative(root).string();
+        if (rel.empty() || rel.rfind("..", 0) == 0) {
+          ADD_FAILURE() << where << " leaves the repository";
+        } else if (!fs::exists(normal)) {
+          ADD_FAILURE() << where << ": " << rel << " does not exist";
+        } else if (!section.empty() && (normal.extension() != ".md" || !read_page(normal).anchors.count(section))) {
+          ADD_FAILURE() << where << ": " << rel << " has no heading whose anchor is #" << section;
+        }
+      }
+    }
+  }
+  EXPECT_GT(links, 20) << "the pages link to each other: so few links found means the search is broken";
+}
+
+TEST(Docs, AnchorsAreGitHubs) {
+  EXPECT_EQ(slug("Chapter 06's tests"), "chapter-06s-tests");
+  EXPECT_EQ(slug("What can go wrong, and what you see"), "what-can-go-wrong-and-what-you-see");
+  EXPECT_EQ(slug("Seeing it: `--explain-env`"), "seeing-it---explain-env");
+  EXPECT_NE(slug("Expected output"), slug("Expected outputs"));
+}
+
+// The top README is a learner's page; what maintainers need lives in docs/.
+TEST(Docs, TopReadmeIsAPageALearnerReads) {
+  std::ifstream in(std::string(DDP_SOURCE_DIR) + "/README.md");
+  int lines = 0;
+  for (std::string l; std::getline(in, l);) ++lines;
+  EXPECT_GT(lines, 0);
+  EXPECT_LE(lines, 250) << "README.md has " << lines << " lines: move maintainers' material into docs/";
+}
+
+// ---- Help that tells the truth (Note [Help that tells the truth] in common/basics/cli.cpp) ----
 
 namespace {
 

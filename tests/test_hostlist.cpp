@@ -1,8 +1,8 @@
-// Unit tests of Slurm's compressed lists: see Note [Slurm host lists] in common/hostlist.h.
+// Unit tests of Slurm's compressed lists: see Note [Slurm host lists] in common/slurm/hostlist.h.
 #include <gtest/gtest.h>
 
-#include "common/errors.h"
-#include "common/hostlist.h"
+#include "common/basics/errors.h"
+#include "common/slurm/hostlist.h"
 
 using V = std::vector<std::string>;
 using ddp::expand_hostlist;

@@ -134,7 +134,58 @@ TEST(JoinFailure, AbsentStoreHostSaysSo) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("could not reach the store at 127.0.0.1:"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("rank 0, which hosts it, is not running"), std::string::npos) << r.output;
+  // The socket's own "timed out" must not earn the hint meant for a stuck collective.
+  EXPECT_EQ(r.output.find("did not take part"), std::string::npos) << r.output;
   EXPECT_LT(r.seconds, 10);
+}
+
+TEST(JoinFailure, ADefaultNcclThisBuildCannotRunIsNamedAsTheDefault) {
+  if (gpu_host()) GTEST_SKIP() << "on a GPU host the cuda build may run NCCL here: the refusal is for hosts without one";
+  // One GPU counted for one local rank: the default rule picks NCCL (Note [Choosing the backend]),
+  // which a CPU build cannot run and a CUDA build without a GPU cannot either.
+  ProcSpec s = rank_of(0, 1, free_port());
+  s.env["DDP_GPU_COUNT"] = "1";
+  auto r = run_one(s, 30);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("backend nccl (default: 1 GPU"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("--backend nccl"), std::string::npos) << "no --backend flag was given:\n" << r.output;
+}
+
+TEST(JoinFailure, ASecondClaimOfARankNeverJoinsSilently) {
+  // Two processes claim rank 1 of a group of two, the second 1.5 s after the first. How far the
+  // group got by then depends on the machine, and each case has its answer; none lets both join.
+  const int port = free_port();
+  auto trainer = [&](int r, double delay) {
+    ProcSpec s{{"03_manual_allreduce", "--rank", std::to_string(r), "--world-size", "2", "--master-addr", "127.0.0.1",
+                "--master-port", std::to_string(port), "--timeout", "20", "--steps", "6000"}};
+    s.start_delay_s = delay;
+    return s;
+  };
+  auto rs = run_all({trainer(0, 0), trainer(1, 0), trainer(1, 1.5)}, 120);
+  const std::string out = all_output(rs);
+  for (auto& r : rs) EXPECT_FALSE(r.timed_out) << out;
+  const std::string claimed = "rank 1 was claimed by two processes";
+  const bool refused0 = rs[1].exit_code == 2 && rs[1].output.find(claimed) != std::string::npos;
+  const bool refused1 = rs[2].exit_code == 2 && rs[2].output.find(claimed) != std::string::npos;
+  if (rs[0].exit_code == 0) {
+    // The group formed (with whichever claim came first) and went on: the other claim was refused,
+    // or found the store gone because the group had already finished.
+    const bool ended = rs[2].exit_code == 1 && rs[2].output.find("already finished") != std::string::npos;
+    EXPECT_TRUE((rs[1].exit_code == 0 && (refused1 || ended)) || (rs[2].exit_code == 0 && refused0)) << out;
+  } else {
+    // The second claim came during the roll call: everyone stops with exit 2, naming the claim.
+    EXPECT_EQ(rs[0].exit_code, 2) << out;
+    EXPECT_TRUE(refused0 || refused1) << out;
+  }
+}
+
+TEST(JoinFailure, ALateRankAfterTheGroupEndedIsToldItMayHaveFinished) {
+  const int port = free_port();
+  auto rs = run_all({rank_of(0, 2, port), rank_of(1, 2, port)}, 30);
+  ASSERT_EQ(rs[0].exit_code, 0) << all_output(rs);
+  auto late = run_one(rank_of(1, 2, port, 2), 30);
+  EXPECT_EQ(late.exit_code, 1) << late.output;
+  EXPECT_NE(late.output.find("already finished"), std::string::npos) << late.output;
 }
 
 TEST(JoinFailure, PortInUseIsReportedWithAFreePort) {

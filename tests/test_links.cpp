@@ -13,7 +13,7 @@
 #include <sstream>
 #include <thread>
 
-#include "common/command.h"
+#include "common/launch/command.h"
 #include "proc.h"
 
 using namespace ddp_test;

@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "bench/alpha_beta.h"
-#include "common/trace.h"
+#include "common/observe/trace.h"
 #include "proc.h"
 
 using namespace ddp_test;

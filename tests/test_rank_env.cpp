@@ -3,8 +3,8 @@
 
 #include <map>
 
-#include "common/errors.h"
-#include "common/rank_env.h"
+#include "common/basics/errors.h"
+#include "common/launch/rank_env.h"
 
 using ddp::CommonFlags;
 using ddp::RankInfo;

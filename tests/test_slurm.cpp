@@ -8,8 +8,8 @@
 #include <regex>
 #include <thread>
 
-#include "common/command.h"
-#include "common/error_file.h"
+#include "common/launch/command.h"
+#include "common/launch/error_file.h"
 #include "proc.h"
 
 using namespace ddp_test;

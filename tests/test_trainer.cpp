@@ -16,7 +16,7 @@
 #include <set>
 #include <sstream>
 
-#include "common/trace.h"
+#include "common/observe/trace.h"
 #include "proc.h"
 
 using namespace ddp_test;

@@ -19,7 +19,7 @@ import tempfile
 
 # One BLAS thread, as torch.set_num_threads(1) below gives one intra-op thread: OpenBLAS
 # otherwise splits a matrix product over every core and rounds differently (Note [BLAS
-# threads] in common/blas.h). Read when libblas is loaded, so before torch is imported.
+# threads] in common/compute/blas.h). Read when libblas is loaded, so before torch is imported.
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 import torch  # noqa: E402

@@ -20,11 +20,11 @@
 #include <fstream>
 #include <map>
 
-#include "common/cli.h"
-#include "common/errors.h"
-#include "common/failure.h"
-#include "common/log.h"
-#include "common/trace.h"
+#include "common/basics/cli.h"
+#include "common/basics/errors.h"
+#include "common/basics/failure.h"
+#include "common/basics/log.h"
+#include "common/observe/trace.h"
 
 namespace {
 

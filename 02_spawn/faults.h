@@ -1,0 +1,23 @@
+// defines: Fault and its flags (--fail-rank, --fail-mode, --straggle-ms): a worker of 02_spawn
+// that fails on purpose, to watch the failure reported. See Note [Faults on purpose].
+#pragma once
+#include <optional>
+#include <string>
+
+#include "common/basics/cli.h"
+
+namespace spawn {
+
+struct Fault {
+  std::optional<int> rank;    // --fail-rank: the worker that fails
+  std::string mode = "exit";  // exit | kill | hang | straggle
+  int straggle_ms = 3000;
+};
+
+// Adds --fail-rank, --fail-mode and --straggle-ms to `app`.
+void add_fault_flags(CLI::App& app, Fault& fault);
+// In the worker of `rank`, after it joined: does the fault, once (attempt 0 only, so that a
+// restart passes). Returns the exit code the worker must return, or nothing to carry on.
+std::optional<int> inject_fault(const Fault& fault, int rank, int attempt);
+
+}  // namespace spawn

@@ -1,0 +1,38 @@
+// defines: Plan, what 02_spawn's flags decide before anything starts (step 1 of main.cpp), and
+// make_plan(), which checks them and resolves what every worker starts from.
+#pragma once
+#include <signal.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "02_spawn/faults.h"
+#include "02_spawn/links.h"
+#include "common/basics/cli.h"
+#include "common/launch/rank_env.h"
+
+namespace spawn {
+
+struct Plan {
+  int world = 0, n_nodes = 0, per_node = 0;  // worker r runs on node r / per_node, as local rank r % per_node
+  ddp::RankInfo base;                // what every worker starts from; rank, local and node rank are its own
+  bool os_port = true;               // no --master-port: the OS picks the store's port
+  std::vector<std::string> command;  // a program to run as each worker (after "--"), or none
+  double grace_s = 5;
+  std::string on_failure = "stop";
+  Fault fault;                       // Note [Faults on purpose]
+  int max_restarts = 0;              // Note [Restarts]
+  Links links;                       // Note [Nodes on links]
+  sigset_t watched, previous;        // the signals step 4 waits for; the mask the workers get back
+};
+
+// The words after "--" (a program to run as each worker, as with torchrun --no-python); argc
+// is cut there, so that the flags parser sees only the launcher's own.
+std::vector<std::string> program_after_dashes(int& argc, char** argv);
+// Checks the flags (UsageError: exit 2) and fills `plan` from them, but for the signal sets.
+void make_plan(const ddp::CommonFlags& flags, std::optional<int> nnodes, std::optional<int> nproc, Plan& plan);
+// What --explain-env prints: every value with its source, and each rank's node and local rank.
+void explain_plan(const Plan& plan);
+
+}  // namespace spawn

@@ -1,0 +1,148 @@
+// provides: DistributedDataParallel's extensions, beyond the lesson of ddp.cpp: communication
+// hooks, the overlap share, buckets restored from a checkpoint, BatchNorm's buffers, the
+// --skip-rank fault, and the bucket report of the log.
+#include <torch/version.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "05_ddp/ddp.h"
+#include "common/basics/errors.h"
+#include "common/basics/log.h"
+
+namespace ddp {
+
+// Note [Communication hooks]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A hook decides what a bucket's all-reduce sends. PyTorch's fp16_compress_hook: cast the
+// bucket to float16, divide it by the world size there, all-reduce that, and copy the result
+// back into the float32 bucket; bf16_compress_hook the same with bfloat16. Half the bytes on the
+// wire, for gradients rounded to 11 (fp16) or 8 (bf16) significant bits on the way. With a hook
+// the gradients are copied into the bucket as they are: the hook divides, after the cast, so
+// that the sum of world-many fp16 values stays in range. Done in this order, our result is
+// bit-identical to PyTorch's DDP with the same hook (tests/test_trainer.cpp). On a slow link the
+// halved bytes are what a step saves; on loopback the casts may cost more than they save.
+//
+// Note [Overlap share]
+// For each synchronising backward: the time some bucket's all-reduce was in flight (the union
+// of [start, end] over the buckets: Gloo may run two at once), and the part of it before
+// finish_backward(), that is, while autograd was still computing gradients. Their ratio, over
+// every backward but the first (it rebuilds the buckets), is the share of communication hidden
+// behind backward. The end of an all-reduce is when the backend completed it (a callback on
+// its future, common/observe/flight_recorder.cpp), not when we waited for it.
+//
+// Note [Buffers]
+// A buffer is module state that is not a parameter: BatchNorm's running mean and variance
+// (and its batch counter). No gradient, so no all-reduce: each rank's forward updates its own
+// copy from its own batch, and the ranks' copies drift apart. PyTorch's DDP keeps one truth:
+// rank 0's buffers are broadcast to all ranks before every forward (broadcast_buffers=True),
+// one flat broadcast per dtype. The statistics used in training are still each rank's own
+// batch's; the running ones, used to evaluate, are rank 0's everywhere, so a distributed
+// validation evaluates one model, the one rank 0 checkpoints. SyncBatchNorm is the other
+// answer: statistics over all ranks' batches.
+
+CommHook parse_comm_hook(const std::string& name) {
+  if (name == "none") return CommHook::kNone;
+  if (name == "fp16") return CommHook::kFp16;
+  if (name == "bf16") return CommHook::kBf16;
+  throw UsageError("--comm-hook " + name + ": use none, fp16 or bf16");
+}
+
+void DistributedDataParallel::register_comm_hook(CommHook hook) {
+  if (rebuilt_ || in_backward_) throw UsageError("register_comm_hook: call it before the first backward, as in PyTorch");
+#if TORCH_VERSION_MAJOR < 2
+  // LibTorch 1.13's Gloo has no bfloat16 sum ("Invalid scalar type"); PyTorch 1.13's DDP refuses
+  // bf16_compress_hook without CUDA 11+ and NCCL 2.10+. NCCL has it, and so has 2.x's Gloo.
+  if (hook == CommHook::kBf16 && group_.pg->getBackendName() == "gloo") {
+    throw UsageError("--comm-hook bf16: the Gloo of LibTorch 1.13"
+                     " cannot all-reduce bfloat16 (PyTorch 1.13 refuses bf16_compress_hook without CUDA and NCCL too); use "
+                     "--comm-hook fp16, NCCL, or LibTorch 2.x");
+  }
+#endif
+  hook_ = hook;
+}
+
+torch::Tensor DistributedDataParallel::to_wire(Bucket& b) {
+  if (hook_ == CommHook::kNone) return b.flat;
+  // Compress, then divide in the compressed type (Note [Communication hooks]).
+  b.wire = b.flat.to(hook_ == CommHook::kFp16 ? torch::kHalf : torch::kBFloat16).div_(group_.size());
+  return b.wire;
+}
+
+bool DistributedDataParallel::skipped_by_fault_injection(Bucket& b, const std::string& tag) {
+  if (!skip_next_ || &b != &buckets_.front()) return false;
+  skip_next_ = false, b.skipped = true;
+  log("fault injection (--skip-rank): not starting the all-reduce of " + tag);
+  return true;
+}
+
+void DistributedDataParallel::account_overlap(double computed_us) {
+  std::vector<std::pair<double, double>> spans;
+  for (const auto& b : buckets_) {
+    if (b.skipped) continue;
+    const double end = b.work.done_us->load();
+    spans.emplace_back(b.work.issued_us, end > 0 ? end : wall_us());
+  }
+  std::sort(spans.begin(), spans.end());
+  double comm = 0, hidden = 0, from = 0, to = -1;  // the union, one merged interval at a time
+  auto close = [&] {
+    if (to <= from) return;
+    comm += to - from;
+    hidden += std::max(0.0, std::min(to, computed_us) - from);
+  };
+  for (const auto& [s, e] : spans) {
+    if (s > to) close(), from = s, to = e;
+    else to = std::max(to, e);
+  }
+  close();
+  if (rebuilt_) overlap_.comm_us += comm, overlap_.hidden_us += hidden, ++overlap_.backwards;  // not the first
+}
+
+void DistributedDataParallel::sync_buffers() {
+  if (group_.size() > 1) broadcast_from_rank0(module_->buffers(), "buffers");
+}
+
+void DistributedDataParallel::restore_buckets(const std::vector<std::vector<size_t>>& assignment) {
+  if (cap_bytes_ == kOneBucket) {  // --one-bucket keeps its one bucket, whatever the interrupted run had
+    rebuilt_ = true;
+    log0("buckets as --one-bucket builds them: " + describe_buckets());
+    return;
+  }
+  std::vector<int> seen(params_.size(), 0);
+  for (const auto& bucket : assignment) {
+    for (size_t i : bucket) {
+      if (i >= params_.size() || seen[i]++) throw UsageError("the checkpoint's bucket layout does not fit this model");
+    }
+  }
+  for (const auto& bucket : bucket_assignment()) {
+    for (size_t i : bucket) {
+      if (!seen[i]) throw UsageError("the checkpoint's bucket layout does not fit this model: it lacks " + names_[i]);
+    }
+  }
+  build_buckets(assignment);
+  rebuilt_ = true;
+  log0("buckets restored from the checkpoint (Note [Rebuilding the buckets]): " + describe_buckets());
+}
+
+std::string DistributedDataParallel::describe_buckets() const {
+  auto mib = [](double bytes) {
+    char s[32];
+    std::snprintf(s, sizeof(s), "%.2f MiB", bytes / kMiB);
+    return std::string(s);
+  };
+  std::string s = std::to_string(buckets_.size()) + (buckets_.size() == 1 ? " bucket" : " buckets");
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    const Bucket& b = buckets_[k];
+    size_t bytes = 0;
+    for (size_t i : b.params) bytes += bytes_[i];
+    s += (k == 0 ? ": bucket" : ", bucket") + std::to_string(k) + " " + mib(bytes) + " (" + std::to_string(b.params.size()) +
+         (b.params.size() == 1 ? " tensor, " + names_[b.params.front()]
+                               : " tensors, " + names_[b.params.front()] + " to " + names_[b.params.back()]) + ")";
+  }
+  if (cap_bytes_ == kOneBucket) return s + " (--one-bucket)";
+  char cap[64];
+  std::snprintf(cap, sizeof(cap), "%.4g MiB", static_cast<double>(cap_bytes_) / kMiB);
+  return s + "; a bucket closes once it holds 1 MiB (the first) or " + cap + " (--bucket-cap-mb)";
+}
+
+}  // namespace ddp

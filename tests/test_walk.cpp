@@ -1,0 +1,631 @@
+// The READMEs walked as a learner walks them: after scripts/run.sh, every command the pages
+// invite a learner to run, verbatim, in reading order, in one scratch copy of the repository,
+// each checked to exit as its text says (Note [Walking the READMEs]; for writers: docs/walk.md).
+//
+// Note [Walking the READMEs]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Runs that share defaults (the trainer's --out runs/05_ddp, the port 29500) meet as they do for a
+// learner only when every command runs in one place, in the order the pages are read; a test per
+// example in a folder of its own (Note [Checked examples]) cannot see it. So:
+//
+// The copy: the repository's files as a clone would have them (`git ls-files`: tracked, plus new
+// files git does not ignore, as they are in the working tree), with `build-cpu` linking to this
+// build and `.venv` to the repository's when there is one. In it, first what scripts/run.sh runs
+// once it has built (`scripts/course.sh build-cpu`: runs/05_ddp and runs/06_slurm as a learner
+// has them), then the blocks.
+//
+// Reading order: README.md; then each chapter's README (NN_name/README.md, by name), each followed
+// by the pages it links (relative links to .md files of the repository, in the order of their
+// first link, depth first, each page once; a chapter README is walked only in its own turn); then
+// the pages README.md links that no chapter reached, the same way. A page of the repository with
+// a runnable block that this order does not reach fails the test: link it, or fence it otherwise.
+//
+// Blocks: every fence of a walked page has an info string, so that nothing is left to a guess:
+//   ```sh, ```bash, ```shell   every line is a command (blank and `#` lines skipped);
+//   ```console                 the `$ ` lines are commands, the rest is what they print;
+//   anything else (```text, ```cpp, ```json, ...) is not run.
+// A trailing `\` continues a command on the next line; a command ending in `&` runs in the
+// background and the block waits for it at its end. Refused: a fence without an info string, a
+// `$ ` prompt in ```sh (that is ```console), a ```console block with no `$ ` line (that is
+// ```text), a `<!-- checked -->` block that is not ```console, and `sudo` (the course runs as root,
+// where Debian has no sudo: say "as root" and mark the block `root`).
+//
+// Exit codes: 0, unless the command's line ends in a comment `# exit N` (visible: "# exit 75:
+// checkpointed; the same command resumes"), or, for the last command of a checked block, its
+// marker's exit=N. A command that runs past its timeout is killed, with everything it started.
+//
+// One block is one terminal: each runs in one bash from the copy's root, so a variable or an
+// `eval` lasts to the end of the block, not beyond; its stdin is /dev/null. The environment is the
+// tests' (no rank variables, DDP_GPU_COUNT=0) with a learner's PATH: no virtualenv or build folder
+// on it (a bare `tensorboard` or `trace_merge` fails as it does for them). Two changes, because
+// build-cpu is this build and must not be reconfigured from the copy: DDP_BUILD_DIR names it (the
+// bench scripts then use it as built), and a `cmake` on PATH refuses to run.
+//
+// An invisible marker on the line before the fence (or before its `<!-- checked -->` line):
+//   <!-- walk: timeout=300 long root slurm -->
+//   timeout=S  seconds per command (default 120);
+//   long       only in the long tier (DDP_LONG_TESTS=1): benchmarks, long trainings;
+//   root       only as root (network namespaces), else listed as skipped with the reason;
+//   slurm      long, and only with a running Slurm (SLURM_CONF; scripts/test.sh starts one).
+// A checked block's own root, slurm and timeout= count too.
+// A block a learner is invited to run but the tests cannot (a GPU, a real cluster, a server that
+// waits for a browser) carries a visible line right before it (before its markers):
+//   *Not run by the tests: needs a GPU.*
+// and is listed with its reason. Every other runnable block runs: one that cannot run here fails
+// the walk, so nothing is left unchecked without saying so.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/launch/command.h"
+#include "common/launch/error_file.h"
+#include "common/launch/rank_env.h"
+#include "proc.h"
+#include "readme_blocks.h"
+
+extern char** environ;
+
+using namespace ddp_test;
+namespace fs = std::filesystem;
+namespace rb = ddp_test::readme;
+
+namespace {
+
+// What scripts/run.sh runs once it has built; the walk starts where it leaves a learner.
+const std::string kAfterRunSh = "scripts/course.sh build-cpu";
+const double kDefaultTimeout = 120;
+
+// One block to walk.
+struct Step {
+  std::string page;
+  int line = 0;  // of its opening fence
+  std::vector<rb::Command> commands;
+  double timeout_s = kDefaultTimeout;
+  bool long_tier = false, root = false, slurm = false;
+  std::string not_run;  // the visible label's reason
+};
+
+bool is_shell(const std::string& info) { return info == "sh" || info == "bash" || info == "shell"; }
+
+// The blocks of one page to walk, in order; what is malformed goes to `problems`.
+std::vector<Step> steps_of(const std::string& page, const std::string& text, std::vector<std::string>& problems) {
+  std::vector<Step> steps;
+  for (const rb::Fence& f : rb::fences(text)) {
+    const std::string where = page + ":" + std::to_string(f.line) + ": ";
+    const auto checked = rb::marker_options(f, "checked");
+    const auto walk = rb::marker_options(f, "walk");
+    if (f.info.empty()) {
+      problems.push_back(where + "a fence without an info string: say what it holds (```sh: commands; ```console: `$ ` commands and "
+                                 "what they print; ```text, ```cpp, ...: not run)");
+      continue;
+    }
+    const bool console = f.info == "console";
+    if (checked && !console) problems.push_back(where + "a checked block shows commands and their output: fence it ```console");
+    if (!console && !is_shell(f.info)) {
+      if (walk) problems.push_back(where + "a walk marker on a ```" + f.info + " block, which is not run");
+      if (!f.label.empty()) problems.push_back(where + "a 'Not run by the tests' label on a ```" + f.info + " block, which is not run anyway");
+      continue;
+    }
+    Step s{page, f.line, rb::commands(f.body, f.line + 1, console)};
+    s.not_run = f.label;
+    if (console && s.commands.empty()) problems.push_back(where + "a ```console block without a `$ ` command: fence it ```text");
+    if (!console && s.commands.empty()) problems.push_back(where + "an empty ```" + f.info + " block");
+    for (size_t i = 0; i < f.body.size() && !console; ++i) {
+      if (f.body[i].rfind("$ ", 0) == 0) {
+        problems.push_back(page + ":" + std::to_string(f.line + 1 + i) + ": a `$ ` prompt in a ```" + f.info +
+                           " block, whose lines are the commands themselves: fence it ```console, or drop the prompt");
+      }
+    }
+    for (const rb::Command& c : s.commands) {
+      if (c.text.rfind("sudo ", 0) == 0) {
+        problems.push_back(page + ":" + std::to_string(c.line) +
+                           ": `sudo`: the course runs as root, where Debian has no sudo; say 'as root' and mark the block <!-- walk: root -->");
+      }
+    }
+    if (!f.label.empty() && walk) problems.push_back(where + "both a walk marker and a 'Not run by the tests' label");
+    for (const std::string& o : walk.value_or(std::vector<std::string>{})) {
+      if (o == "long") s.long_tier = true;
+      else if (o == "root") s.root = true;
+      else if (o == "slurm") s.slurm = s.long_tier = true;
+      else if (o.rfind("timeout=", 0) == 0) s.timeout_s = std::stod(o.substr(8));
+      else problems.push_back(where + "unknown walk option '" + o + "' (timeout=S, long, root, slurm)");
+    }
+    for (const std::string& o : checked.value_or(std::vector<std::string>{})) {
+      if (o == "root") s.root = true;
+      else if (o == "slurm") s.slurm = s.long_tier = true;
+      else if (o.rfind("timeout=", 0) == 0 && !walk) s.timeout_s = std::stod(o.substr(8));
+      else if (o.rfind("exit=", 0) == 0 && !s.commands.empty() && !s.commands.back().exit) s.commands.back().exit = std::stoi(o.substr(5));
+    }
+    steps.push_back(s);
+  }
+  return steps;
+}
+
+bool has_runnable_block(const std::string& text) {
+  for (const rb::Fence& f : rb::fences(text)) {
+    if (is_shell(f.info) || f.info == "console" || rb::marker_options(f, "checked")) return true;
+  }
+  return false;
+}
+
+// Note [Walking the READMEs]: README.md, the chapters each with what they link, then what
+// README.md links that no chapter reached.
+std::vector<std::string> reading_order(const std::vector<std::string>& pages, const std::function<std::string(const std::string&)>& read) {
+  const std::set<std::string> exists(pages.begin(), pages.end());
+  std::vector<std::string> chapters;
+  const std::regex chapter(R"(^\d\d_[^/]+/README\.md$)");
+  for (const std::string& p : pages) {
+    if (std::regex_match(p, chapter)) chapters.push_back(p);
+  }
+  std::sort(chapters.begin(), chapters.end());
+  std::vector<std::string> order;
+  std::set<std::string> seen;
+  std::function<void(const std::string&)> follow_links;
+  auto visit = [&](const std::string& page) {
+    if (!exists.count(page) || seen.count(page)) return;
+    seen.insert(page);
+    order.push_back(page);
+    follow_links(page);
+  };
+  follow_links = [&](const std::string& page) {
+    for (const std::string& l : rb::linked_pages(page, read(page))) {
+      if (l != "README.md" && !std::regex_match(l, chapter)) visit(l);
+    }
+  };
+  if (exists.count("README.md")) {
+    seen.insert("README.md");
+    order.push_back("README.md");
+  }
+  for (const std::string& c : chapters) visit(c);
+  if (exists.count("README.md")) follow_links("README.md");
+  return order;
+}
+
+// ---- Running a block ----
+
+struct Ran {
+  bool started = false, finished = false, timed_out = false;
+  int code = -1;  // its exit status (bash's: 128 + N for a signal)
+  double seconds = 0;
+  std::string output;
+};
+
+// The walk's environment: the tests' (no rank variables, DDP_GPU_COUNT=0) with a learner's PATH,
+// plus the two changes that keep this build from being rebuilt (Note [Walking the READMEs]).
+std::vector<std::string> walk_env(const std::string& copy, const std::string& shim, bool slurm) {
+  std::vector<std::string> env;
+  std::string path;
+  for (char** e = environ; *e; ++e) {
+    const std::string kv = *e, name = kv.substr(0, kv.find('='));
+    if (ddp::steers_rank_resolution(name) || name == "DDP_GPU_COUNT" || name == "VIRTUAL_ENV" || name == "DDP_BUILD_DIR") continue;
+    if (name == "PATH") {
+      std::istringstream in(kv.substr(5));
+      for (std::string dir; std::getline(in, dir, ':');) {
+        const bool ours = dir.rfind(DDP_SOURCE_DIR, 0) == 0 || dir.rfind(DDP_BIN_DIR, 0) == 0;
+        if (dir.empty() || ours || fs::exists(dir + "/activate")) continue;  // a virtualenv's bin
+        path += ":" + dir;
+      }
+      continue;
+    }
+    env.push_back(kv);
+  }
+  env.push_back("PATH=" + shim + path);
+  env.push_back("DDP_GPU_COUNT=0");
+  env.push_back("DDP_BUILD_DIR=" + copy + "/build-cpu");
+  if (const char* conf = std::getenv("SLURM_CONF"); slurm && conf) env.push_back(std::string("SLURM_CONF=") + conf);
+  return env;
+}
+
+// The folder put first on the walk's PATH: a `cmake` that refuses (Note [Walking the READMEs]).
+std::string shim_folder(const std::string& copy) {
+  const std::string shim = copy + "/.walk-bin";
+  fs::create_directories(shim);
+  std::ofstream(shim + "/cmake") << "#!/bin/sh\necho \"the README walk builds nothing: its build-cpu is the tests' own build "
+                                    "(the bench scripts take DDP_BUILD_DIR)\" >&2\nexit 1\n";
+  fs::permissions(shim + "/cmake", fs::perms::owner_all);
+  return shim;
+}
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+// Runs a block's commands in one bash from `copy`, each with its own deadline (Note [Walking the
+// READMEs]); returns what each did.
+std::vector<Ran> run_block(const std::string& copy, const std::vector<rb::Command>& cmds, double timeout_s,
+                           const std::vector<std::string>& env) {
+  const std::string work = temp_dir();
+  std::string script = "exec 9>>" + quoted(work + "/status") + "\n";
+  for (size_t i = 0; i < cmds.size(); ++i) {
+    const std::string n = std::to_string(i);
+    script += "echo 'start " + n + "' >&9\n{ " + cmds[i].text + "\n} > " + quoted(work + "/" + n + ".out") + " 2>&1 < /dev/null";
+    script += cmds[i].background ? " &\n__walk_bg_" + n + "=$!\n" : "\necho \"end " + n + " $?\" >&9\n";
+  }
+  for (size_t i = 0; i < cmds.size(); ++i) {
+    const std::string n = std::to_string(i);
+    if (cmds[i].background) script += "wait $__walk_bg_" + n + "; echo \"end " + n + " $?\" >&9\n";
+  }
+  std::ofstream(work + "/block.sh") << script;
+  std::vector<std::string> env_copy = env;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);  // its own process group: a command past its deadline dies with all it started
+    if (::chdir(copy.c_str()) != 0) ::_exit(99);
+    const int in = ::open("/dev/null", O_RDONLY), out = ::open((work + "/bash.out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(in, 0);
+    ::dup2(out, 1);
+    ::dup2(out, 2);
+    std::vector<char*> envp;
+    for (auto& kv : env_copy) envp.push_back(kv.data());
+    envp.push_back(nullptr);
+    const std::string script_path = work + "/block.sh";
+    char* argv[] = {const_cast<char*>("bash"), const_cast<char*>(script_path.c_str()), nullptr};
+    ::execve("/bin/bash", argv, envp.data());
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);
+  std::vector<Ran> ran(cmds.size());
+  std::vector<double> began(cmds.size(), 0);
+  auto read_status = [&] {  // "start <i>" and "end <i> <exit status>" lines; a line not yet whole waits
+    const std::string text = read_text(work + "/status");
+    std::istringstream lines(text.substr(0, text.rfind('\n') + 1));
+    for (std::string l; std::getline(lines, l);) {
+      std::istringstream in(l);
+      std::string what;
+      size_t i = 0;
+      int code = -1;
+      if (!(in >> what >> i) || i >= ran.size()) continue;
+      if (what == "start" && !ran[i].started) {
+        ran[i].started = true;
+        began[i] = ddp::monotonic_seconds();
+      } else if (what == "end" && !ran[i].finished && (in >> code)) {
+        ran[i].code = code;
+        ran[i].seconds = ddp::monotonic_seconds() - began[i];
+        ran[i].finished = true;
+      }
+    }
+  };
+  int status = 0;
+  for (;;) {
+    read_status();
+    if (::waitpid(pid, &status, WNOHANG) == pid) break;
+    bool late = false;
+    for (size_t i = 0; i < ran.size(); ++i) {
+      if (ran[i].started && !ran[i].finished && ddp::monotonic_seconds() - began[i] > timeout_s) late = ran[i].timed_out = true;
+    }
+    if (late) {
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(-pid, SIGKILL);  // what a command left running in the background
+  read_status();
+  const int bash_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  const std::string bash_out = read_text(work + "/bash.out");
+  for (size_t i = 0; i < ran.size(); ++i) {
+    ran[i].output = read_text(work + "/" + std::to_string(i) + ".out");
+    if (ran[i].started && !ran[i].finished) {
+      ran[i].seconds = ddp::monotonic_seconds() - began[i];
+      if (!ran[i].timed_out) ran[i].code = bash_code;  // the shell itself stopped in it (a syntax error, an `exit`)
+    }
+    if (!ran[i].finished && !bash_out.empty()) ran[i].output += "(bash:)\n" + bash_out;
+  }
+  fs::remove_all(work);
+  return ran;
+}
+
+std::string last_lines(const std::string& text, int n) {
+  std::vector<std::string> lines = rb::lines_of(text);
+  std::string out;
+  for (size_t i = lines.size() > static_cast<size_t>(n) ? lines.size() - n : 0; i < lines.size(); ++i) out += "    | " + lines[i] + "\n";
+  return out;
+}
+
+std::string one_line(std::string s) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  return s;
+}
+
+struct WalkOptions {
+  bool long_tier = false;     // DDP_LONG_TESTS=1
+  bool root = false;          // geteuid() == 0
+  std::string slurm_missing;  // why the Slurm blocks cannot run ("" when they can)
+};
+
+struct Walked {
+  std::vector<std::string> problems;  // README:line, the command, exit code vs expected, its last lines
+  int ran = 0, skipped = 0, not_run = 0;
+};
+
+// Walks the pages' blocks in order in `copy`, printing a line per command as it goes.
+Walked walk(const std::string& copy, const std::vector<std::string>& pages, const WalkOptions& opt) {
+  Walked w;
+  const std::string shim = shim_folder(copy);
+  for (const std::string& page : pages) {
+    for (const Step& s : steps_of(page, read_text(copy + "/" + page), w.problems)) {
+      const std::string where = page + ":" + std::to_string(s.line);
+      std::string skip;
+      if (!s.not_run.empty()) skip = "not run by the tests: " + s.not_run;
+      else if (s.long_tier && !opt.long_tier) skip = "long tier (DDP_LONG_TESTS=1 runs it)";
+      else if (s.root && !opt.root) skip = "needs root (network namespaces)";
+      else if (s.slurm && !opt.slurm_missing.empty()) skip = opt.slurm_missing;
+      if (!skip.empty()) {
+        std::cout << "[walk] " << where << ": skipped, " << skip << "\n" << std::flush;
+        (s.not_run.empty() ? w.skipped : w.not_run) += static_cast<int>(s.commands.size());
+        continue;
+      }
+      const std::vector<Ran> ran = run_block(copy, s.commands, s.timeout_s, walk_env(copy, shim, s.slurm));
+      for (size_t i = 0; i < ran.size(); ++i) {
+        const rb::Command& c = s.commands[i];
+        const int want = c.exit.value_or(0);
+        const std::string at = page + ":" + std::to_string(c.line);
+        std::ostringstream line;
+        line << "[walk] " << at << ": ";
+        if (!ran[i].started) {
+          line << "not reached (the block stopped before it)";
+        } else {
+          ++w.ran;
+          line << (ran[i].timed_out ? "timed out" : "exit " + std::to_string(ran[i].code)) << " in " << std::fixed
+               << std::setprecision(1) << ran[i].seconds << " s";
+        }
+        const bool ok = ran[i].started && !ran[i].timed_out && ran[i].code == want;
+        line << (ok ? "" : "  FAILED, the text says exit " + std::to_string(want)) << "  $ " << one_line(c.text)
+             << (c.background ? " &" : "");
+        std::cout << line.str() << "\n" << std::flush;
+        if (ok) continue;
+        std::ostringstream p;
+        p << at << ": " << c.text << (c.background ? " &" : "") << "\n  ";
+        if (!ran[i].started) p << "never ran: the block stopped at an earlier command";
+        else if (ran[i].timed_out) p << "still running after its " << s.timeout_s << " s (<!-- walk: timeout=S --> raises it): killed";
+        else p << "exit " << ran[i].code << ", the text says " << want << (c.exit ? " (its `# exit N`)" : " (no `# exit N` on its line)");
+        p << "\n  its last lines:\n" << last_lines(ran[i].output, 15);
+        w.problems.push_back(p.str());
+      }
+    }
+  }
+  return w;
+}
+
+// ---- The scratch copy ----
+
+// The repository as a clone has it, in a new folder, with build-cpu (and .venv) linked; the
+// .md files it holds go to `md_files`.
+std::string make_copy(std::vector<std::string>& md_files) {
+  const std::string copy = temp_dir() + "/ddp-course";
+  const ddp::CommandResult files =
+      ddp::run_command({"git", "-C", DDP_SOURCE_DIR, "-c", "core.quotepath=off", "ls-files", "-co", "--exclude-standard"}, 60);
+  if (files.exit_code != 0) throw std::runtime_error("git ls-files failed: " + files.output);
+  for (const std::string& f : rb::lines_of(files.output)) {
+    const fs::path from = fs::path(DDP_SOURCE_DIR) / f;
+    if (!fs::is_regular_file(fs::symlink_status(from))) continue;  // deleted in the working tree
+    fs::create_directories((fs::path(copy) / f).parent_path());
+    fs::copy_file(from, fs::path(copy) / f);
+    if (fs::path(f).extension() == ".md") md_files.push_back(f);
+  }
+  fs::create_directory_symlink(DDP_BIN_DIR, copy + "/build-cpu");
+  if (fs::exists(std::string(DDP_SOURCE_DIR) + "/.venv")) fs::create_directory_symlink(std::string(DDP_SOURCE_DIR) + "/.venv", copy + "/.venv");
+  return copy;
+}
+
+// A page set in a new folder, for the tests of the walk itself.
+std::string pages_in_folder(const std::map<std::string, std::string>& pages) {
+  const std::string dir = temp_dir();
+  for (const auto& [name, text] : pages) {
+    fs::create_directories((fs::path(dir) / name).parent_path());
+    std::ofstream(dir + "/" + name) << text;
+  }
+  return dir;
+}
+
+bool mentions(const std::vector<std::string>& problems, const std::string& what) {
+  return std::any_of(problems.begin(), problems.end(), [&](const std::string& p) { return p.find(what) != std::string::npos; });
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += x + "\n";
+  return s;
+}
+
+}  // namespace
+
+TEST(ReadmeWalk, ReadsCommandsContinuationsBackgroundAndExitComments) {
+  const std::string page =
+      "Intro `not code`\n"                                        // 1
+      "<!-- walk: timeout=300 -->\n"                              // 2
+      "```sh\n"                                                   // 3
+      "./a --x 1 \\\n"                                            // 4
+      "    --y 'two # words'   # a comment\n"                     // 5
+      "\n"                                                        // 6
+      "# only a comment\n"                                        // 7
+      "./b > /dev/null &    # terminal 2\n"                       // 8
+      "./c --fail   # exit 75: checkpointed; the same command resumes\n"  // 9
+      "./d && ./e\n"                                              // 10
+      "```\n"                                                     // 11
+      "*Not run by the tests: needs a GPU.*\n"                    // 12
+      "<!-- checked: exit=1 -->\n"                                // 13
+      "```console\n"                                              // 14
+      "$ ./f &\n"                                                 // 15
+      "$ ./g \\\n"                                                // 16
+      "  --h\n"                                                   // 17
+      "[rank 0/2] printed\n"                                      // 18
+      "```\n";                                                    // 19
+  const auto fences = rb::fences(page);
+  ASSERT_EQ(fences.size(), 2u);
+  EXPECT_EQ(fences[0].info, "sh");
+  EXPECT_EQ(fences[0].markers, std::vector<std::string>{"<!-- walk: timeout=300 -->"});
+  EXPECT_EQ(fences[1].label, "needs a GPU.");
+  EXPECT_EQ(fences[1].label_line, 12);
+  std::vector<std::string> problems;
+  const auto steps = steps_of("P.md", page, problems);
+  EXPECT_TRUE(problems.empty()) << joined(problems);
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0].timeout_s, 300);
+  const auto& c = steps[0].commands;
+  ASSERT_EQ(c.size(), 4u);
+  EXPECT_EQ(c[0].line, 4);
+  EXPECT_EQ(c[0].text, "./a --x 1 \\\n    --y 'two # words'");
+  EXPECT_FALSE(c[0].exit);
+  EXPECT_EQ(c[1].text, "./b > /dev/null");
+  EXPECT_TRUE(c[1].background);
+  EXPECT_EQ(c[2].line, 9);
+  EXPECT_EQ(c[2].exit, 75);
+  EXPECT_EQ(c[3].text, "./d && ./e");
+  EXPECT_FALSE(c[3].background);
+  // The console block: its `$ ` lines; the checked marker's exit is its last command's.
+  const auto& d = steps[1].commands;
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_TRUE(d[0].background);
+  EXPECT_FALSE(d[0].exit);
+  EXPECT_EQ(d[1].line, 16);
+  EXPECT_EQ(d[1].text, "./g \\\n  --h");
+  EXPECT_EQ(d[1].exit, 1);
+  EXPECT_EQ(steps[1].not_run, "needs a GPU.");
+  // Links: relative to the page, first occurrence, never from inside a fence.
+  EXPECT_EQ(rb::linked_pages("05_ddp/README.md", "[a](going_further/amp.md) [b](../docs/x.md#part) [c](going_further/amp.md) "
+                                                 "[w](https://x.org/y.md)\n```text\n[d](e.md)\n```\n"),
+            (std::vector<std::string>{"05_ddp/going_further/amp.md", "docs/x.md"}));
+}
+
+TEST(ReadmeWalk, RefusesWhatItCannotReadWithoutGuessing) {
+  std::vector<std::string> problems;
+  steps_of("P.md",
+           "```\n./a\n```\n"                                   // 1: no info string
+           "```sh\n$ ./b\n```\n"                               // 4: a prompt in sh, on 5
+           "```console\n[rank 0/2] only output\n```\n"         // 7: console without a command
+           "<!-- checked -->\n```text\n$ ./c\n```\n"           // 11: checked, not console
+           "```bash\nsudo ./d --link 1gbit\n```\n"             // 14: sudo on 15
+           "<!-- walk: quick -->\n```sh\n./e\n```\n"           // 17: unknown option, fence 18
+           "*Not run by the tests: it is output.*\n```text\nx\n```\n",  // 21: label on text, fence 22
+           problems);
+  const std::string all = joined(problems);
+  EXPECT_TRUE(mentions(problems, "P.md:1: a fence without an info string")) << all;
+  EXPECT_TRUE(mentions(problems, "P.md:5: a `$ ` prompt in a ```sh block")) << all;
+  EXPECT_TRUE(mentions(problems, "P.md:7: a ```console block without a `$ ` command")) << all;
+  EXPECT_TRUE(mentions(problems, "P.md:11: a checked block shows commands and their output")) << all;
+  EXPECT_TRUE(mentions(problems, "P.md:15: `sudo`")) << all;
+  EXPECT_TRUE(mentions(problems, "P.md:18: unknown walk option 'quick'")) << all;
+  EXPECT_TRUE(mentions(problems, "P.md:22: a 'Not run by the tests' label on a ```text block")) << all;
+  EXPECT_EQ(problems.size(), 7u) << all;
+}
+
+TEST(ReadmeWalk, ReadingOrderIsTheTopPageThenEachChapterWithWhatItLinks) {
+  const std::map<std::string, std::string> pages = {
+      {"README.md", "[ops](docs/ci.md) [one](01_a/README.md) [two](02_b/README.md) [obs](docs/observing.md)"},
+      {"01_a/README.md", "[more](going_further.md) [next](../02_b/README.md) [obs](../docs/observing.md)"},
+      {"01_a/going_further.md", "[deeper](deeper.md) [back](README.md)"},
+      {"01_a/deeper.md", ""},
+      {"02_b/README.md", "[obs](../docs/observing.md)"},
+      {"docs/ci.md", "[bench](../bench/README.md)"},
+      {"docs/observing.md", ""},
+      {"bench/README.md", ""},
+      {"docs/lost.md", "```sh\n./x\n```\n"},
+  };
+  std::vector<std::string> names;
+  for (const auto& [n, _] : pages) names.push_back(n);
+  const auto order = reading_order(names, [&](const std::string& p) { return pages.at(p); });
+  EXPECT_EQ(order, (std::vector<std::string>{"README.md", "01_a/README.md", "01_a/going_further.md", "01_a/deeper.md", "docs/observing.md",
+                                             "02_b/README.md", "docs/ci.md", "bench/README.md"}));
+  EXPECT_TRUE(has_runnable_block(pages.at("docs/lost.md")));
+  EXPECT_FALSE(has_runnable_block("```text\n$ x\n```\n"));
+}
+
+// The walk must be able to fail: a command that exits 2 where its text promises 0, a block that
+// cannot run here and carries no label, a hang; and not fail what is right (a promised exit 75,
+// a background job waited for, a variable kept within the block, a labelled block left out).
+TEST(ReadmeWalk, CatchesAWrongExitAnUnlabelledBlockAndAHang) {
+  const std::string dir = pages_in_folder({{"README.md",
+                                            "```sh\n"                                        // 1
+                                            "X=5\n"                                          // 2
+                                            "test \"$X\" = 5\n"                              // 3
+                                            "(sleep 0.2; exit 3) &   # exit 3\n"             // 4
+                                            "bash -c 'exit 75'   # exit 75: checkpointed\n"  // 5
+                                            "bash -c 'exit 2'\n"                             // 6
+                                            "```\n"                                          // 7
+                                            "```sh\n"                                        // 8
+                                            "./build-cuda/05_ddp --backend nccl\n"           // 9
+                                            "```\n"                                          // 10
+                                            "*Not run by the tests: needs a GPU.*\n"         // 11
+                                            "```sh\n"                                        // 12
+                                            "./build-cuda/05_ddp --backend nccl\n"           // 13
+                                            "```\n"                                          // 14
+                                            "<!-- walk: timeout=1 -->\n"                     // 15
+                                            "```sh\n"                                        // 16
+                                            "sleep 30\n"                                     // 17
+                                            "echo never\n"                                   // 18
+                                            "```\n"                                          // 19
+                                            "<!-- walk: long -->\n"                          // 20
+                                            "```sh\n"                                        // 21
+                                            "bash -c 'exit 4'\n"                             // 22
+                                            "```\n"}});                                      // 23
+  const double t0 = ddp::monotonic_seconds();
+  const Walked w = walk(dir, {"README.md"}, WalkOptions{});
+  const std::string all = joined(w.problems);
+  EXPECT_LT(ddp::monotonic_seconds() - t0, 15) << "the hang was not cut at its 1 s timeout";
+  EXPECT_TRUE(mentions(w.problems, "README.md:6: bash -c 'exit 2'\n  exit 2, the text says 0")) << all;
+  EXPECT_TRUE(mentions(w.problems, "README.md:9: ./build-cuda/05_ddp --backend nccl\n  exit 127, the text says 0")) << all;
+  EXPECT_TRUE(mentions(w.problems, "README.md:17: sleep 30\n  still running after its 1 s")) << all;
+  EXPECT_TRUE(mentions(w.problems, "README.md:18: echo never\n  never ran")) << all;
+  EXPECT_EQ(w.problems.size(), 4u) << all;
+  EXPECT_EQ(w.not_run, 1);  // the labelled block
+  EXPECT_EQ(w.skipped, 1);  // the long one
+  // The same long block in the long tier: it runs, and its wrong exit is caught.
+  const Walked l = walk(dir, {"README.md"}, WalkOptions{true, false, ""});
+  EXPECT_TRUE(mentions(l.problems, "README.md:22: bash -c 'exit 4'\n  exit 4, the text says 0")) << joined(l.problems);
+  fs::remove_all(dir);
+}
+
+// Note [Walking the READMEs]: the real pages, after what scripts/run.sh runs, in one copy.
+TEST(ReadmeWalk, EveryCommandInReadingOrder) {
+  ASSERT_NE(read_text(std::string(DDP_SOURCE_DIR) + "/scripts/run.sh").find("scripts/course.sh"), std::string::npos)
+      << "scripts/run.sh no longer runs scripts/course.sh: the walk's first step (kAfterRunSh) must follow what it runs";
+  const double t0 = ddp::monotonic_seconds();
+  std::vector<std::string> md_files;
+  const std::string copy = make_copy(md_files);
+  auto read = [&](const std::string& p) { return read_text(copy + "/" + p); };
+  const std::vector<std::string> order = reading_order(md_files, read);
+  std::cout << "[walk] reading order:";
+  for (const auto& p : order) std::cout << " " << p;
+  std::cout << "\n[walk] in " << copy << "\n";
+  for (const std::string& p : md_files) {
+    if (std::find(order.begin(), order.end(), p) == order.end() && has_runnable_block(read(p))) {
+      ADD_FAILURE() << p << ": holds commands, but no page of the reading order links it (Note [Walking the READMEs])";
+    }
+  }
+  WalkOptions opt;
+  opt.long_tier = std::getenv("DDP_LONG_TESTS") && std::string(std::getenv("DDP_LONG_TESTS")) == "1";
+  opt.root = ::geteuid() == 0;
+  opt.slurm_missing = slurm_skip_reason();
+  // Where scripts/run.sh leaves a learner: the course run once, its runs/ in place.
+  const std::string shim = shim_folder(copy);
+  const Ran first = run_block(copy, {{0, kAfterRunSh}}, 300, walk_env(copy, shim, false))[0];
+  std::cout << "[walk] scripts/run.sh's last step: " << kAfterRunSh << ": exit " << first.code << " in " << first.seconds << " s\n";
+  ASSERT_TRUE(first.finished && first.code == 0) << kAfterRunSh << " failed in the copy:\n" << last_lines(first.output, 30);
+  const Walked w = walk(copy, order, opt);
+  for (const std::string& p : w.problems) ADD_FAILURE() << p;
+  std::cout << "[walk] " << w.ran << " command(s) run, " << w.skipped << " skipped (tier, root, Slurm), " << w.not_run
+            << " labelled not run; " << w.problems.size() << " problem(s); " << std::fixed << std::setprecision(0)
+            << ddp::monotonic_seconds() - t0 << " s in all\n";
+  if (w.problems.empty() && !HasFailure()) fs::remove_all(fs::path(copy).parent_path());
+  else std::cout << "[walk] the copy is left for a look: " << copy << "\n";
+}

@@ -8,6 +8,17 @@
 
 namespace spawn {
 
+void add_plan_flags(CLI::App& app, Plan& plan) {
+  app.add_option("--nnodes", plan.nnodes, "Simulated nodes [default: 1]");
+  app.add_option("--nproc-per-node", plan.nproc, "Workers per simulated node [default: world-size / nnodes, else 2]");
+  add_fault_flags(app, plan.fault);          // Note [Faults on purpose]
+  add_restart_flag(app, plan.max_restarts);  // Note [Restarts]
+  plan.links.add_flag(app);                  // Note [Nodes on links]
+  app.add_option("--grace", plan.grace_s, "Seconds the others get after SIGTERM before SIGKILL");
+  app.add_option("--on-failure", plan.on_failure, "When a worker fails: stop the others (torchrun's way), or wait and watch them fail by themselves")
+      ->check(CLI::IsMember({"stop", "wait"}));
+}
+
 std::vector<std::string> program_after_dashes(int& argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) != "--") continue;
@@ -18,11 +29,11 @@ std::vector<std::string> program_after_dashes(int& argc, char** argv) {
   return {};
 }
 
-void make_plan(const ddp::CommonFlags& flags, std::optional<int> nnodes, std::optional<int> nproc, Plan& plan) {
+void make_plan(const ddp::CommonFlags& flags, Plan& plan) {
   if (flags.rank) throw ddp::UsageError("--rank: 02_spawn gives its workers their ranks; --rank is for programs started once per rank");
-  const int n_nodes = plan.n_nodes = nnodes.value_or(1);
+  const int n_nodes = plan.n_nodes = plan.nnodes.value_or(1);
   if (n_nodes < 1) throw ddp::UsageError("--nnodes must be at least 1");
-  const int per_node = plan.per_node = nproc.value_or(flags.world_size ? *flags.world_size / n_nodes : 2);
+  const int per_node = plan.per_node = plan.nproc.value_or(flags.world_size ? *flags.world_size / n_nodes : 2);
   const int world = plan.world = flags.world_size.value_or(n_nodes * per_node);
   if (per_node < 1 || world != n_nodes * per_node) {
     throw ddp::UsageError("--world-size " + std::to_string(world) + " is not --nnodes " + std::to_string(n_nodes) +

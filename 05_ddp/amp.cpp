@@ -3,6 +3,7 @@
 
 #include "common/group/compat.h"
 #include "common/basics/errors.h"
+#include "common/basics/log.h"
 
 namespace ddp {
 
@@ -38,6 +39,14 @@ bool Amp::unscale_and_check(const std::vector<torch::Tensor>& params) {
   // Halve at once after an overflow; double after 2000 clean steps (GradScaler's defaults).
   at::_amp_update_scale_(scale_, growth_tracker_, found_inf, 2.0, 0.5, 2000);
   return found_inf.item<float>() == 0;
+}
+
+void Amp::step(torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params, int64_t step) {
+  if (unscale_and_check(params)) {
+    optimizer.step();
+  } else {
+    log0("fp16: inf/NaN gradients at step " + std::to_string(step) + ": step skipped, loss scale halved");
+  }
 }
 
 }  // namespace ddp

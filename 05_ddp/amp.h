@@ -34,6 +34,9 @@ class Amp {
   // After backward: unscales the gradients (fp16); false if they hold inf/NaN and the step
   // must be skipped. Then adjusts the scale.
   bool unscale_and_check(const std::vector<torch::Tensor>& params);
+  // scaler.step(optimizer) in PyTorch: unscale_and_check(), then the optimizer's step, or a
+  // line saying that step `step` was skipped.
+  void step(torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params, int64_t step);
   bool enabled() const { return mode_ != "off"; }
 
  private:

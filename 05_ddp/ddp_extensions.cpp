@@ -9,6 +9,7 @@
 #include "05_ddp/ddp.h"
 #include "common/basics/errors.h"
 #include "common/basics/log.h"
+#include "common/observe/trace.h"
 
 namespace ddp {
 
@@ -125,9 +126,10 @@ void DistributedDataParallel::restore_buckets(const std::vector<std::vector<size
 }
 
 std::string DistributedDataParallel::describe_buckets() const {
-  auto mib = [](double bytes) {
+  auto size = [](double bytes) {  // MiB, or KiB below a tenth of one
     char s[32];
-    std::snprintf(s, sizeof(s), "%.2f MiB", bytes / kMiB);
+    if (bytes >= kMiB / 10) std::snprintf(s, sizeof(s), "%.2f MiB", bytes / kMiB);
+    else std::snprintf(s, sizeof(s), "%.1f KiB", bytes / 1024);
     return std::string(s);
   };
   std::string s = std::to_string(buckets_.size()) + (buckets_.size() == 1 ? " bucket" : " buckets");
@@ -135,7 +137,7 @@ std::string DistributedDataParallel::describe_buckets() const {
     const Bucket& b = buckets_[k];
     size_t bytes = 0;
     for (size_t i : b.params) bytes += bytes_[i];
-    s += (k == 0 ? ": bucket" : ", bucket") + std::to_string(k) + " " + mib(bytes) + " (" + std::to_string(b.params.size()) +
+    s += (k == 0 ? ": bucket" : ", bucket") + std::to_string(k) + " " + size(bytes) + " (" + std::to_string(b.params.size()) +
          (b.params.size() == 1 ? " tensor, " + names_[b.params.front()]
                                : " tensors, " + names_[b.params.front()] + " to " + names_[b.params.back()]) + ")";
   }

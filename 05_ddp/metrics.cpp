@@ -20,7 +20,7 @@ std::string percent(double fraction) {
   return b;
 }
 
-RunOutput::RunOutput(const std::string& dir, int rank) : checkpoints(dir + "/checkpoints"), rank_(rank) {
+RunOutput::RunOutput(const std::string& folder, int rank) : dir(folder), checkpoints(folder + "/checkpoints"), rank_(rank) {
   make_dirs(dir);
   set_log_file(dir + "/rank" + std::to_string(rank) + ".log");
   if (rank != 0) return;
@@ -140,25 +140,6 @@ void Progress::summary() const {
                 static_cast<double>(timed_steps_ * samples_per_step_) / busy,
                 static_cast<long long>(timed_steps_));
   log0(line);
-}
-
-SampleLog::SampleLog(const std::string& path, int rank) {
-  if (path.empty()) return;
-  const std::string file = path + ".rank" + std::to_string(rank);
-  f_ = std::fopen(file.c_str(), "a");
-  if (!f_) throw UsageError("--record-samples: cannot write " + file + ": " + std::strerror(errno));
-}
-
-SampleLog::~SampleLog() {
-  if (f_) std::fclose(f_);
-}
-
-void SampleLog::record(int64_t step, const std::vector<int64_t>& order, int64_t from, int64_t to) {
-  if (!f_) return;
-  std::string line = std::to_string(step);
-  for (int64_t i = from; i < to; ++i) line += " " + std::to_string(order[i]);
-  std::fputs((line + "\n").c_str(), f_);
-  std::fflush(f_);  // a rank killed on purpose keeps what it recorded
 }
 
 }  // namespace ddp

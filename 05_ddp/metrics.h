@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -27,7 +26,7 @@ class RunOutput {
  public:
   RunOutput(const std::string& dir, int rank);
   ~RunOutput();
-  std::string checkpoints;
+  std::string dir, checkpoints;
 
   // Rank 0 only (the others return at once): one JSON line and the TensorBoard scalars.
   void training(int64_t step, int64_t epoch, double loss, double lr, double samples_per_s);
@@ -81,18 +80,6 @@ class Progress {
   double paused_ = 0, paused_since_line_ = 0;  // seconds in a Pause since the first step / the last line
   double paused_before_last_ = 0;  // paused_ when the last step was done: later pauses (the final validation) are outside
   int64_t timed_steps_ = -1;
-};
-
-// --record-samples <path>: each rank appends "step i1 i2 ..." (the dataset indices of each of
-// its micro-batches) to <path>.rank<r>; a resumed run continues the file. Off with "".
-class SampleLog {
- public:
-  SampleLog(const std::string& path, int rank);
-  ~SampleLog();
-  void record(int64_t step, const std::vector<int64_t>& order, int64_t from, int64_t to);
-
- private:
-  std::FILE* f_ = nullptr;
 };
 
 }  // namespace ddp

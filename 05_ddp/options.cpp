@@ -1,8 +1,7 @@
 // provides: add_trainer_options(): the one definition of 05's flags and their limits.
 #include "05_ddp/options.h"
 
-#include "common/basics/errors.h"
-#include "common/basics/log.h"
+#include <string>
 
 namespace ddp {
 
@@ -45,7 +44,9 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
   app.add_flag("--synthetic", o.synthetic, "Generated images instead of Fashion-MNIST");
   app.add_option("--train-samples", o.train_samples, "Use only the first N training samples")->check(CLI::PositiveNumber);
   app.add_option("--test-samples", o.test_samples, "Use only the first N test samples")->check(CLI::PositiveNumber);
-  app.add_option("--out", o.out, "Folder for checkpoints/, rank<r>.log, metrics.jsonl, tensorboard/");
+  app.add_option("--out", o.out,
+                 "Folder for checkpoints/, rank<r>.log, metrics.jsonl, tensorboard/ [default: runs/05_ddp/<model>-<optimizer>-<data>, "
+                 "<data> fashion-mnist or synthetic, then -N with --train-samples N]");
   app.add_option("--log-every", o.log_every, "Progress line every N steps")->check(CLI::PositiveNumber);
   app.add_option("--ckpt-every", o.ckpt_every, "Checkpoint every N steps, besides each epoch's end")->check(CLI::PositiveNumber);
   app.add_option("--keep", o.keep, "Checkpoints to keep")->check(CLI::PositiveNumber);
@@ -85,18 +86,12 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
       ->check(CLI::NonNegativeNumber);
 }
 
-void split_global_batch(TrainerOptions& o, int world) {
-  if (!o.global_batch) return;
-  const int64_t per_step = static_cast<int64_t>(world) * o.grad_accum;
-  if (*o.global_batch % per_step != 0) {
-    throw UsageError("--global-batch " + std::to_string(*o.global_batch) + " does not divide into " + std::to_string(world) +
-                     " ranks x " + std::to_string(o.grad_accum) + " micro-batches (--grad-accum): choose a multiple of " +
-                     std::to_string(per_step));
-  }
-  o.batch_size = static_cast<int>(*o.global_batch / per_step);
-  log0("global batch " + std::to_string(*o.global_batch) + " = " + std::to_string(world) + (world == 1 ? " rank x " : " ranks x ") +
-       std::to_string(o.batch_size) +
-       " images x " + std::to_string(o.grad_accum) + " micro-batch(es)");
+std::string data_name(const TrainerOptions& o) { return o.synthetic ? "synthetic" : "fashion-mnist"; }
+
+std::string run_folder(const TrainerOptions& o) {
+  if (!o.out.empty()) return o.out;
+  return "runs/05_ddp/" + o.model + "-" + o.optimizer + "-" + data_name(o) +
+         (o.train_samples ? "-" + std::to_string(*o.train_samples) : std::string());
 }
 
 }  // namespace ddp

@@ -29,7 +29,7 @@ struct TrainerOptions {
   bool synthetic = false;
   std::optional<int> train_samples, test_samples;  // use only the first N (quick runs)
   // output, checkpoints
-  std::string out = "runs/05_ddp";
+  std::string out;  // "": run_folder() names it after the run
   int log_every = 50;
   std::optional<int> ckpt_every;  // steps; always at the end of each epoch
   int keep = 3;
@@ -56,8 +56,23 @@ struct TrainerOptions {
 
 void add_trainer_options(CLI::App& app, TrainerOptions& o);
 
-// With --global-batch: sets batch_size to global / (world x grad_accum), or throws UsageError
-// naming the numbers when that does not divide. Logs the split either way.
-void split_global_batch(TrainerOptions& o, int world);
+// "fashion-mnist" or "synthetic" (--synthetic): the data a run trains on, part of what it is.
+std::string data_name(const TrainerOptions& o);
+
+// Note [A run folder per run]
+// Runs resume from their folder by default, so two runs that share one collide: a CNN run
+// resumed an MLP's folder is refused (Note [Never lose a run]), and a --reset in one deletes
+// the other's checkpoints. Every example of the READMEs once shared runs/05_ddp and walked into
+// those refusals. So without --out, the folder is named after what a resume must match and a
+// learner changes from one example to the next: runs/05_ddp/<model>-<optimizer>-<data>, with
+// -<N> for --train-samples N (e.g. runs/05_ddp/mlp-sgd-fashion-mnist,
+// runs/05_ddp/cnn-sgd-synthetic-4096), as TensorBoard's SummaryWriter(comment=...) names a run
+// after its settings; `tensorboard --logdir runs/05_ddp` then shows each as a run of its own.
+// What may change on a resume (the world size, the per-rank batch of one --global-batch, the
+// learning rate, the bucket cap) is not in the name. The seed and the global batch are not
+// either: the same experiment with another of them is refused with a message that says so,
+// rather than quietly started afresh in a folder of its own.
+// The run's folder: --out, else the one Note [A run folder per run] describes.
+std::string run_folder(const TrainerOptions& o);
 
 }  // namespace ddp

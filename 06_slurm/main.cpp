@@ -2,11 +2,11 @@
 // warning signal before the time limit, and the requeue that resumes from a checkpoint.
 //
 // The lesson: what a Slurm job of a DDP trainer is made of. This program writes the batch script
-// from a few flags (every #SBATCH line says why it is there), submits it with sbatch and follows
-// rank 0's log to the end, saying how the job ended. With --local it runs the same job on this
-// machine, with the environment Slurm would give each task (see local_cluster.cpp), so the whole
-// path, preemption and requeue included, can be watched without a cluster. The trainer's side of
-// preemption is in common/slurm/preemption.h (Note [Preemption and requeue]).
+// from a few flags, every #SBATCH line saying why it is there (step 1), checks the plan (2), and
+// submits the script with sbatch and follows rank 0's log to the end (4; submit.cpp). With --local
+// it runs the same job on this machine, with the environment Slurm would give each task (3;
+// local_cluster.cpp), so the whole path, preemption and requeue included, can be watched without
+// a cluster. The trainer's side of preemption: common/slurm/preemption.h (Note [Preemption and requeue]).
 //
 // Usage:
 //   ./build-cpu/06_slurm --nodes 2 --tasks-per-node 2                       # print the batch script
@@ -15,20 +15,20 @@
 //   ./build-cpu/06_slurm --local --nodes 2 --tasks-per-node 2 --time 0:40 --signal USR2@30 -- --epochs 1
 //   ./build-cuda/06_slurm --nodes 2 --gpus-per-node 4 --partition gpu --time 4:00:00 --submit
 //
-// Expected output (--local --nodes 2 --tasks-per-node 2 --time 0:25 --signal USR2@15 -- --max-steps 700; trimmed):
-//   [slurm (local)] simulated Slurm: job 5693 (ddp), 2 node(s) x 2 task(s); trainer output in runs/06_slurm/5693
-//   [slurm (local)] job 5693 running: 4 tasks on 127.0.0.[1-2], tasks per node 2(x2), time limit 0:25, USR2 15 s before it
-//   [rank 0/4] model mlp: 535818 parameters, all-reduced in buckets while backward runs (the first iteration in one)
-//   [slurm (local)] job 5693: 15 s before the time limit: sending SIGUSR2 to every task
-//   [rank 0/4] preempted: SIGUSR2 received; stopped after step 312 with its checkpoint written; requeueing Slurm job 5693 (restart 0)
-//   [slurm (local)] job 5693 requeued: starting again in 2s with SLURM_RESTART_COUNT=1
-//   [rank 0/4] resumed from runs/06_slurm/5693/checkpoints/ckpt-000000312.pt at step 312 (--reset starts over)
-//   ... (one more warning, checkpoint and requeue: at step 668)
+// Expected output (--local --nodes 2 --tasks-per-node 2 -- --max-steps 300 --log-every 100 --drill-at-step 120;
+// trimmed; the drill sends the trainer the warning signal after step 120, as Slurm would before the limit):
+//   [slurm (local)] simulated Slurm: job 4696 (ddp), 2 node(s) x 2 task(s); trainer output in /home/you/ddp-course/runs/06_slurm/4696
+//   [slurm (local)] job 4696 running: 4 tasks on 127.0.0.[1-2], tasks per node 2(x2), time limit 30:00, USR2 90 s before it
+//   [rank 0/4] preempted: SIGUSR2 received; stopped after step 121 with its checkpoint written; requeueing Slurm job 4696 (restart 0)
+//   [slurm (local)] job 4696: requeue requested (scontrol requeue): stopping its tasks
+//   [slurm (local)] job 4696 requeued: starting again in 2s with SLURM_RESTART_COUNT=1
+//   [slurm (local)] job 4696 (restart 1) running: 4 tasks on 127.0.0.[1-2], tasks per node 2(x2), time limit 30:00, USR2 90 s before it
+//   [rank 0/4] resumed from /home/you/ddp-course/runs/06_slurm/4696/checkpoints/ckpt-000000121.pt at step 121 (--reset starts over)
 //   [rank 0/4] check: every rank holds the same parameters: OK
-//   [rank 0/4] params fingerprint 5b73dc37cbd72310 (bit-identical runs print the same)
-//   [slurm (local)] job 5693 ended: COMPLETED after 2 requeue(s)
-// The same job under a real Slurm, sent SIGUSR2 once (sbatch 06_slurm/cpu_gloo.sbatch --max-steps 700),
-// ends with the same fingerprint: see README.md.
+//   [rank 0/4] params fingerprint 4af1827650dace2d (bit-identical runs print the same)
+//   [slurm (local)] job 4696 ended: COMPLETED after 1 requeue(s)
+// The same job under a real Slurm (sbatch 06_slurm/cpu_gloo.sbatch), and uninterrupted, ends with
+// the same fingerprint: see README.md.
 
 #include <unistd.h>
 
@@ -36,13 +36,12 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
-#include <thread>
 
 #include "06_slurm/job.h"
 #include "06_slurm/local_cluster.h"
+#include "06_slurm/submit.h"
 #include "common/hosts/simulated_hosts.h"
 #include "common/basics/cli.h"
-#include "common/launch/command.h"
 #include "common/basics/errors.h"
 #include "common/basics/failure.h"
 #include "common/slurm/hostlist.h"
@@ -97,68 +96,6 @@ std::string batch_script(const ddp::JobSpec& j) {
   return s.str();
 }
 
-// 2. Submit: `sbatch --parsable` answers "<job id>" or "<job id>;<cluster>".
-std::string submit(const std::string& script_path, double timeout_s) {
-  const ddp::CommandResult r = ddp::run_command({"sbatch", "--parsable", script_path}, timeout_s);
-  if (!r.started) throw ddp::UsageError("sbatch is not on PATH: no Slurm here; try --local");
-  if (r.exit_code != 0) throw std::runtime_error("sbatch " + script_path + " failed: " + r.output);
-  const std::string id = r.output.substr(0, r.output.find_first_of(";\n"));
-  if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos) {
-    throw std::runtime_error("sbatch answered '" + r.output + "', not a job id");
-  }
-  return id;
-}
-
-// One field of `scontrol show job -o <id>` ("JobState=RUNNING ..."), or "" if absent.
-std::string field(const std::string& record, const std::string& key) {
-  const size_t at = record.find(" " + key + "=");
-  if (at == std::string::npos) return "";
-  const size_t from = at + key.size() + 2;
-  return record.substr(from, record.find(' ', from) - from);
-}
-
-// 3. Follow: print rank 0's log as it grows, and every change of the job's state, until it ends.
-int follow(const ddp::JobSpec& j, const std::string& id, double timeout_s) {
-  const std::string rank0_log = j.out_dir + "/" + id + "/rank0.log";
-  std::streamoff printed = 0;
-  std::string last_state;
-  auto print_new_lines = [&] {
-    std::ifstream in(rank0_log);
-    in.seekg(printed);
-    for (std::string l; std::getline(in, l) && !in.eof();) std::cout << l << "\n", printed = in.tellg();
-    std::cout.flush();
-  };
-  for (;;) {
-    const ddp::CommandResult r = ddp::run_command({"scontrol", "show", "job", "-o", id}, timeout_s);
-    if (r.exit_code != 0) throw std::runtime_error("scontrol show job " + id + " failed: " + r.output);
-    const std::string rec = " " + r.output, state = field(rec, "JobState"), restarts = field(rec, "Restarts");
-    print_new_lines();
-    if (state + restarts != last_state) {
-      ddp::log("job " + id + ": " + state + " (reason " + field(rec, "Reason") + ", restarts " + restarts + ", nodes " +
-               field(rec, "NodeList") + ")");
-      last_state = state + restarts;
-    }
-    const bool ended = state != "PENDING" && state != "RUNNING" && state != "CONFIGURING" && state != "COMPLETING" &&
-                       state != "REQUEUED" && state != "REQUEUE_FED" && state != "SUSPENDED" && state != "RESIZING";
-    if (!ended) {
-      std::this_thread::sleep_for(std::chrono::seconds(1));
-      continue;
-    }
-    print_new_lines();
-    const std::string summary = "job " + id + " ended: " + state + " (exit " + field(rec, "ExitCode") + ", restarts " + restarts +
-                                "); its log: " + j.out_dir + "/" + j.name + "-" + id + ".out";
-    if (state == "COMPLETED") return ddp::log(summary), ddp::kExitOk;
-    if (state == "TIMEOUT") {
-      ddp::log_error(summary + ": it hit its time limit (" + j.time + ") and was killed, SIGTERM then SIGKILL" +
-                     (j.no_signal ? "; no warning signal was requested, so it could not checkpoint first: add --signal USR2@90"
-                                  : "; the warning signal came too late for a checkpoint, or was not handled"));
-    } else {
-      ddp::log_error(summary);
-    }
-    return ddp::kExitFailure;
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -206,7 +143,7 @@ int main(int argc, char** argv) {
   ddp::set_log_identity("06_slurm");
 
   return ddp::guarded_main([&] {
-    // 0. Check the plan before anything is written or submitted.
+    // 2. Check the plan before anything is written or submitted.
     j.time_s = ddp::parse_slurm_time(j.time);
     ddp::parse_signal_spec(signal_spec, j);
     if (!j.no_signal && j.signal_before_s >= j.time_s) {
@@ -229,15 +166,17 @@ int main(int argc, char** argv) {
     // Slurm does not create the folder of --output: without it the job's log would be lost.
     ddp::make_dirs(j.out_dir);
 
+    // 3. With --local: the same job on this machine, as Slurm would run it (Note [The simulated cluster]).
     if (local) return ddp::run_local(j);
 
+    // 4. Print or write the script; submit it with sbatch and follow it (Note [Submitting and following a job]).
     const std::string script = batch_script(j);
     if (!do_submit && script_out.empty()) return std::cout << script, ddp::kExitOk;
     const std::string path = script_out.empty() ? j.out_dir + "/" + j.name + ".sbatch" : absolute(script_out);
     std::ofstream(path) << script;
     if (!do_submit) return ddp::log("batch script written: " + path), ddp::kExitOk;
-    const std::string id = submit(path, timeout_s);
+    const std::string id = ddp::submit(path, timeout_s);
     ddp::log("submitted job " + id + " (" + path + "); its log: " + j.out_dir + "/" + j.name + "-" + id + ".out");
-    return do_follow ? follow(j, id, timeout_s) : ddp::kExitOk;
+    return do_follow ? ddp::follow(j, id, timeout_s) : ddp::kExitOk;
   });
 }

@@ -65,6 +65,14 @@ int count(const std::string& hay, const std::string& needle) {
   return n;
 }
 
+// Note [OpenBLAS kernels and the recorded figures]
+// OpenBLAS picks its matrix kernels by CPU at load time, and kernels of different widths add in
+// different orders: the same run prints other last digits (losses, fingerprints) on an AVX-512
+// machine than on an AVX2 one (03's README run: bbff0abd97303d08 with the Haswell or Zen kernels,
+// 2c90347cca59adc3 with SkylakeX/Cooperlake ones, on one AMD EPYC). The READMEs' outputs were
+// recorded with the AVX2 (Haswell) kernels, so every process the tests start uses those, on any
+// x86-64 CPU that has AVX2 and FMA; runs within one test (ranks, references, Python's torch, which
+// loads the same libblas) agree either way. A test that sets OPENBLAS_CORETYPE itself keeps its own.
 std::vector<ProcResult> run_all(const std::vector<ProcSpec>& specs, double deadline_s) {
   const std::string dir = temp_dir();
   std::vector<ProcResult> results(specs.size());
@@ -85,6 +93,11 @@ std::vector<ProcResult> run_all(const std::vector<ProcSpec>& specs, double deadl
     // The tests are of CPU behaviour unless they say otherwise: on a GPU host the default
     // backend would be NCCL (Note [Choosing the backend]); zero GPUs pins Gloo on the CPU.
     if (!s.env.count("DDP_GPU_COUNT") && !s.real_gpus) env_strs.push_back("DDP_GPU_COUNT=0");
+    // See Note [OpenBLAS kernels and the recorded figures].
+    if (!std::getenv("OPENBLAS_CORETYPE") && !s.env.count("OPENBLAS_CORETYPE") && __builtin_cpu_supports("avx2") &&
+        __builtin_cpu_supports("fma")) {
+      env_strs.push_back("OPENBLAS_CORETYPE=Haswell");
+    }
     for (const auto& [k, v] : s.env) env_strs.push_back(k + "=" + v);
     const std::string out = dir + "/" + std::to_string(i) + ".log";
     pid_t pid = ::fork();

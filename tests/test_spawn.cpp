@@ -1,6 +1,10 @@
 // 02_spawn as a real process: N workers, simulated nodes, injected failures and the root-cause table.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -141,6 +145,39 @@ TEST(SpawnFailure, BadPlansAreRefusedWithExit2) {
     auto r = run_one(spawn(args), 20);
     EXPECT_EQ(r.exit_code, 2) << args[0] << "\n" << r.output;
   }
+}
+
+// A --master-port (or MASTER_PORT) that another process listens on is refused before anything is
+// forked, exit 2, naming the port, where it came from, and the fix (Note [A port given by hand] in
+// 02_spawn/busy_port.cpp). Before, the workers were forked first and the run ended with "4 of 4
+// workers failed", each cause "the launcher did not send the store's port".
+TEST(SpawnFailure, BusyMasterPortIsRefusedBeforeAnyWorkerStarts) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(fd, 4), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string port = std::to_string(ntohs(a.sin_port));
+  ProcSpec by_flag = spawn({"--world-size", "4", "--master-port", port});
+  ProcSpec by_env = spawn({"--world-size", "4"});
+  by_env.env["MASTER_PORT"] = port;
+  for (const auto& [spec, source] : std::vector<std::pair<ProcSpec, std::string>>{{by_flag, "--master-port"}, {by_env, "env MASTER_PORT"}}) {
+    auto r = run_one(spec, 20);
+    ASSERT_FALSE(r.timed_out) << r.output;
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("port " + port + " (" + source + ") cannot host the launcher's store: Address already in use"),
+              std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("Leave --master-port and MASTER_PORT unset to let the OS pick a free port, or pick another one"),
+              std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("starting 4 workers"), std::string::npos) << r.output;  // nothing was forked
+    EXPECT_EQ(r.output.find("workers failed"), std::string::npos) << r.output;
+    EXPECT_LT(r.seconds, 10) << r.output;
+  }
+  ::close(fd);
 }
 
 // Note [Choosing the backend] end to end, with the GPU count injected (this host has none):

@@ -433,6 +433,136 @@ TEST(Trainer, ResetStartsOverInsteadOfResuming) {
   std::system(("rm -rf " + out).c_str());
 }
 
+// Note [A run folder per run]: without --out, runs that differ in model, optimizer or data
+// get folders of their own, so the READMEs' examples, run one after the other from one
+// checkout, never resume each other's checkpoints (before, a CNN run after an MLP run in the
+// shared runs/05_ddp was refused: "it holds a ddp::MlpImpl, this run builds a ddp::CnnImpl").
+// The same command again resumes its own folder.
+TEST(Trainer, RunsWithoutOutThatDifferInModelOptimizerOrDataKeepApart) {
+  const std::string cwd = temp_dir();
+  const auto in_cwd = [&](const std::string& flags) {
+    return run_one({{"/bin/bash", "-c",
+                     "cd " + cwd + " && " + bin("05_ddp") + " --nproc-per-node 1 --timeout 20 --test-samples 100 --max-steps 2 " + flags}},
+                   120);
+  };
+  struct Run {
+    std::string flags, folder;
+  };
+  std::vector<Run> runs = {{"--synthetic --train-samples 256", "mlp-sgd-synthetic-256"},
+                           {"--synthetic --train-samples 256 --model cnn", "cnn-sgd-synthetic-256"},
+                           {"--synthetic --train-samples 256 --optimizer adamw --lr 1e-3", "mlp-adamw-synthetic-256"},
+                           {"--synthetic --train-samples 128", "mlp-sgd-synthetic-128"}};
+  struct stat st {};
+  if (::stat("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", &st) == 0) {
+    runs.push_back({"--train-samples 256", "mlp-sgd-fashion-mnist-256"});
+  }
+  for (const Run& run : runs) {
+    const ProcResult r = in_cwd(run.flags);
+    SCOPED_TRACE(run.flags);
+    expect_ok(r);
+    EXPECT_EQ(r.output.find("resumed from"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("checkpoint written: runs/05_ddp/" + run.folder + "/checkpoints/ckpt-000000002.pt"), std::string::npos)
+        << r.output;
+  }
+  // The same command again: its own folder, resumed.
+  const ProcResult again = in_cwd(runs[1].flags + " --max-steps 3");
+  expect_ok(again);
+  EXPECT_NE(again.output.find("resumed from runs/05_ddp/cnn-sgd-synthetic-256/checkpoints/ckpt-000000002.pt at step 2"),
+            std::string::npos) << again.output;
+  std::system(("rm -rf " + cwd).c_str());
+}
+
+// A run resumed at its end (the same command again, or a drill's command once the run it
+// interrupted has finished) trains nothing. It says so, with the way to train again and the
+// flags that had nothing to act on, then checks the checkpoint it holds and exits 0, as a
+// finished job that is run again should. (Before, it said only "resumed ... at step 10".)
+TEST(Trainer, ResumingAFinishedRunSaysItHadFinishedAndHowToTrainAgain) {
+  const std::string out = temp_dir();
+  auto first = trainer(2, plus(small_run(out), {"--max-steps", "10"}));
+  expect_ok(first);
+  auto drill = trainer(2, plus(small_run(out), {"--max-steps", "10", "--drill-after", "1"}));
+  expect_ok(drill);
+  EXPECT_NE(drill.output.find("[rank 0/2] the run in " + out + " had already finished (step 10 of 10): nothing to train, and "
+                              "--drill-after had no step to act on; the checks below evaluate its checkpoint. To train again: "
+                              "--reset (deletes its checkpoints) or another --out"),
+            std::string::npos) << drill.output;
+  EXPECT_EQ(drill.output.find("preempted"), std::string::npos) << drill.output;
+  EXPECT_EQ(fingerprint(drill), fingerprint(first));
+  auto shorter = trainer(2, plus(small_run(out), {"--max-steps", "4"}));
+  expect_ok(shorter);
+  EXPECT_NE(shorter.output.find("had already finished (step 10, past this run's last step 4): nothing to train;"), std::string::npos)
+      << shorter.output;
+  std::system(("rm -rf " + out).c_str());
+}
+
+// The data a run trains on is part of it: a checkpoint of synthetic images is refused by a
+// Fashion-MNIST run and the reverse (before, each resumed the other and reported chance
+// accuracy as OK), for --eval-only too; and another training set whose epoch has as many steps
+// (2047 images instead of 2048: 32 steps of 2 x 32 either way) is refused for training.
+TEST(Trainer, ARunOnOtherDataIsRefusedNamingTheData) {
+  struct stat st {};
+  if (::stat("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", &st) != 0) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed (scripts/setup.sh installs it)";
+  }
+  const std::string synthetic = temp_dir(), real = temp_dir();
+  expect_ok(trainer(2, plus(small_run(synthetic), {"--max-steps", "3", "--synthetic"})));
+  expect_ok(trainer(2, plus(small_run(real), {"--max-steps", "3"})));
+  const std::string ckpt = "/checkpoints/ckpt-000000003.pt";
+  const std::string synthetic_ckpt = read_text(synthetic + ckpt), real_ckpt = read_text(real + ckpt);
+  ASSERT_FALSE(synthetic_ckpt.empty());
+  ASSERT_FALSE(real_ckpt.empty());
+  for (const std::string& eval : {"", "--eval-only"}) {
+    std::vector<std::string> more = {"--max-steps", "6"};
+    if (!eval.empty()) more.push_back(eval);
+    auto r = trainer(2, plus(small_run(synthetic), more));
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("refusing to resume from " + synthetic + ckpt + ": it is intact but not this run's: it was trained on "
+                            "synthetic images, this run uses Fashion-MNIST (no --synthetic)"),
+              std::string::npos) << r.output;
+    r = trainer(2, plus(small_run(real), plus(more, {"--synthetic"})));
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("refusing to resume from " + real + ckpt + ": it is intact but not this run's: it was trained on "
+                            "Fashion-MNIST, this run uses synthetic images (--synthetic)"),
+              std::string::npos) << r.output;
+  }
+  auto fewer = trainer(2, plus(small_run(real), {"--max-steps", "6", "--train-samples", "2047"}));
+  EXPECT_EQ(fewer.exit_code, 2) << fewer.output;
+  EXPECT_NE(fewer.output.find(real + ckpt + " was written by a run on 2048 training images; this run has 2047 (--train-samples)"),
+            std::string::npos) << fewer.output;
+  EXPECT_EQ(read_text(synthetic + ckpt), synthetic_ckpt) << "a refused resume must leave the checkpoint as it was";
+  EXPECT_EQ(read_text(real + ckpt), real_ckpt) << "a refused resume must leave the checkpoint as it was";
+  std::system(("rm -rf " + synthetic + " " + real).c_str());
+}
+
+// Note [Buckets]: the first bucket closes once it holds 1 MiB, so the MLP, whose last five
+// tensors make 0.5 MiB before fc1.weight's 1.5 MiB, is one bucket at any --bucket-cap-mb; the
+// CNN splits where its sizes allow. The log says how many buckets, their sizes and members,
+// once they are rebuilt after the first iteration (before, no line said it).
+TEST(Trainer, TheLogReportsTheBucketsAfterTheRebuild) {
+  const std::string out = temp_dir();
+  struct Case {
+    std::vector<std::string> flags;
+    std::string line;
+  };
+  for (const Case& c :
+       {Case{{"--bucket-cap-mb", "0.1"},
+             "buckets rebuilt in the order gradients became ready: 1 bucket: bucket0 2.04 MiB (6 tensors, fc3.bias to fc1.weight); "
+             "a bucket closes once it holds 1 MiB (the first) or 0.1 MiB (--bucket-cap-mb)"},
+        Case{{"--model", "cnn"},
+             "buckets rebuilt in the order gradients became ready: 2 buckets: bucket0 3.07 MiB (4 tensors, fc2.bias to fc1.weight), "
+             "bucket1 73.5 KiB (4 tensors, conv2.weight to conv1.bias); a bucket closes once it holds 1 MiB (the first) or 25 MiB "
+             "(--bucket-cap-mb)"},
+        Case{{"--model", "cnn", "--bucket-cap-mb", "0.01"},
+             "buckets rebuilt in the order gradients became ready: 3 buckets: bucket0 3.07 MiB (4 tensors, fc2.bias to fc1.weight), "
+             "bucket1 72.0 KiB (1 tensor, conv2.weight), bucket2 1.5 KiB (3 tensors, conv2.bias to conv1.bias); a bucket closes "
+             "once it holds 1 MiB (the first) or 0.01 MiB (--bucket-cap-mb)"}}) {
+    auto r = trainer(2, plus(plus(small_run(out), c.flags), {"--synthetic", "--max-steps", "3", "--reset"}));
+    expect_ok(r);
+    EXPECT_EQ(count(r.output, "[rank 0/2] " + c.line + "\n"), 1) << r.output;
+  }
+  std::system(("rm -rf " + out).c_str());
+}
+
 TEST(Trainer, ResumingWithAnotherBatchSizeIsRefused) {
   // Its step would point to other samples: refused with exit 2, naming the file and the numbers.
   // So is another epoch length with the same global batch (here: fewer training images).

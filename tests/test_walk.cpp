@@ -53,6 +53,7 @@
 //   *Not run by the tests: needs a GPU.*
 // and is listed with its reason. Every other runnable block runs: one that cannot run here fails
 // the walk, so nothing is left unchecked without saying so.
+// DDP_WALK_SOURCE=<checkout> walks another checkout (a fresh clone, a branch) with this build.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -94,6 +95,13 @@ namespace {
 // What scripts/run.sh runs once it has built; the walk starts where it leaves a learner.
 const std::string kAfterRunSh = "scripts/course.sh build-cpu";
 const double kDefaultTimeout = 120;
+
+// The checkout to walk: this repository, or DDP_WALK_SOURCE (another checkout, e.g. a fresh
+// clone, walked with this build).
+std::string walk_source() {
+  const char* other = std::getenv("DDP_WALK_SOURCE");
+  return other && *other ? other : DDP_SOURCE_DIR;
+}
 
 // One block to walk.
 struct Step {
@@ -221,7 +229,7 @@ std::vector<std::string> walk_env(const std::string& copy, const std::string& sh
     if (name == "PATH") {
       std::istringstream in(kv.substr(5));
       for (std::string dir; std::getline(in, dir, ':');) {
-        const bool ours = dir.rfind(DDP_SOURCE_DIR, 0) == 0 || dir.rfind(DDP_BIN_DIR, 0) == 0;
+        const bool ours = dir.rfind(DDP_SOURCE_DIR, 0) == 0 || dir.rfind(DDP_BIN_DIR, 0) == 0 || dir.rfind(walk_source(), 0) == 0;
         if (dir.empty() || ours || fs::exists(dir + "/activate")) continue;  // a virtualenv's bin
         path += ":" + dir;
       }
@@ -411,19 +419,19 @@ Walked walk(const std::string& copy, const std::vector<std::string>& pages, cons
 // The repository as a clone has it, in a new folder, with build-cpu (and .venv) linked; the
 // .md files it holds go to `md_files`.
 std::string make_copy(std::vector<std::string>& md_files) {
-  const std::string copy = temp_dir() + "/ddp-course";
+  const std::string copy = temp_dir() + "/ddp-course", source = walk_source();
   const ddp::CommandResult files =
-      ddp::run_command({"git", "-C", DDP_SOURCE_DIR, "-c", "core.quotepath=off", "ls-files", "-co", "--exclude-standard"}, 60);
+      ddp::run_command({"git", "-C", source, "-c", "core.quotepath=off", "ls-files", "-co", "--exclude-standard"}, 60);
   if (files.exit_code != 0) throw std::runtime_error("git ls-files failed: " + files.output);
   for (const std::string& f : rb::lines_of(files.output)) {
-    const fs::path from = fs::path(DDP_SOURCE_DIR) / f;
+    const fs::path from = fs::path(source) / f;
     if (!fs::is_regular_file(fs::symlink_status(from))) continue;  // deleted in the working tree
     fs::create_directories((fs::path(copy) / f).parent_path());
     fs::copy_file(from, fs::path(copy) / f);
     if (fs::path(f).extension() == ".md") md_files.push_back(f);
   }
   fs::create_directory_symlink(DDP_BIN_DIR, copy + "/build-cpu");
-  if (fs::exists(std::string(DDP_SOURCE_DIR) + "/.venv")) fs::create_directory_symlink(std::string(DDP_SOURCE_DIR) + "/.venv", copy + "/.venv");
+  if (fs::exists(source + "/.venv")) fs::create_directory_symlink(source + "/.venv", copy + "/.venv");
   return copy;
 }
 
@@ -597,7 +605,7 @@ TEST(ReadmeWalk, CatchesAWrongExitAnUnlabelledBlockAndAHang) {
 
 // Note [Walking the READMEs]: the real pages, after what scripts/run.sh runs, in one copy.
 TEST(ReadmeWalk, EveryCommandInReadingOrder) {
-  ASSERT_NE(read_text(std::string(DDP_SOURCE_DIR) + "/scripts/run.sh").find("scripts/course.sh"), std::string::npos)
+  ASSERT_NE(read_text(walk_source() + "/scripts/run.sh").find("scripts/course.sh"), std::string::npos)
       << "scripts/run.sh no longer runs scripts/course.sh: the walk's first step (kAfterRunSh) must follow what it runs";
   const double t0 = ddp::monotonic_seconds();
   std::vector<std::string> md_files;

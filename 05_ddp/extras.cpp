@@ -1,0 +1,78 @@
+// provides: RunExtras, which calls the parts listed in extras.h at their moments of a run.
+#include "05_ddp/extras.h"
+
+#include <signal.h>
+
+#include <string>
+
+#include "05_ddp/metrics.h"
+#include "common/basics/log.h"
+#include "common/observe/run_trace.h"
+#include "common/observe/trace.h"
+#include "common/slurm/preemption.h"
+
+namespace ddp {
+
+RunExtras::RunExtras(const TrainerOptions& o, Group& group, const torch::Device& device)
+    : o_(o),
+      group_(group),
+      device_(device),
+      signal_(parse_signal(o.requeue_signal)),
+      faults_(o, group.rank(), group.size()),
+      recorder_(group),
+      samples_(o.record_samples, group.rank()),
+      stop_vote_(group) {
+  // Every collective is recorded, so that a failed one says which rank is to blame (Note
+  // [Flight recorder]); with --trace each rank also draws its timeline (Note [Trace files]).
+  open_trace(o.trace, group);
+}
+
+void RunExtras::start_training(int64_t step) {
+  gpu_timeline_ = std::make_unique<GpuTimeline>(device_);  // with --trace on a GPU
+  fresh_run_ = step == 0;  // the drills rehearse once: not after a resume
+  if (o_.drill_after && fresh_run_) drill_preemption(signal_, *o_.drill_after);
+}
+
+void RunExtras::before_step(int64_t step, DistributedDataParallel& ddp) {
+  recorder_.set_step(step);
+  faults_.before_step(step, ddp);
+}
+
+void RunExtras::record_samples(int64_t step, const std::vector<int64_t>& order, int64_t from, int64_t to) {
+  samples_.record(step, order, from, to);
+}
+
+bool RunExtras::preempted_after(int64_t step, int64_t total_steps) {
+  if (o_.drill_at_step == step + 1 && fresh_run_) ::raise(signal_);  // as if the scheduler sent it now
+  // Every rank stops after this same step, with a checkpoint, and the job is requeued.
+  const bool last_step = step + 1 == total_steps;
+  return stop_vote_.next(preemption_signal() != 0, /*post=*/!last_step) && !last_step;
+}
+
+int RunExtras::stop_for_requeue(int64_t step) { return ddp::stop_for_requeue(group_, step, preemption_signal()); }
+
+void RunExtras::after_step(int64_t step) {
+  faults_.after_step(step);
+  trace().flush();
+}
+
+void RunExtras::report_overlap(const DistributedDataParallel& ddp) {
+  const auto& overlap = ddp.overlap();  // Note [Overlap share], from the same clock as --trace
+  if (gpu_timeline_ && gpu_timeline_->on()) {
+    const GpuTimeline::Overlap gpu = gpu_timeline_->stop();
+    log0("GPU timeline: " + std::to_string(gpu.gpu_events) + " kernels and copies in the trace" +
+         (gpu.kernels == 0 ? std::string(group_.size() == 1 ? "; no gradient all-reduce kernel (a world of one: NCCL has nothing to add)"
+                                                            : "; no gradient all-reduce kernel recognised (is_gradient_allreduce)")
+                           : "; overlap: " + percent(gpu.share()) + " of all-reduce kernel time ran beside compute kernels (" +
+                                 std::to_string(gpu.kernels) + " all-reduce kernels, " + seconds(gpu.comm_us / 1e6) + " in all)"));
+  } else if (device_.is_cuda()) {
+    log0("overlap: on a GPU the host's clock cannot see it; --trace measures it from the GPU's kernels");
+  } else if (overlap.backwards > 0) {
+    log0("overlap: " + percent(overlap.share()) + " of all-reduce time hidden behind backward (" +
+         seconds(overlap.comm_us / overlap.backwards / 1e6) + " of all-reduce per step on rank 0)");
+  }
+}
+
+void RunExtras::finish_trace() { ddp::finish_trace(o_.trace, group_); }
+
+}  // namespace ddp

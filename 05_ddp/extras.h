@@ -1,0 +1,67 @@
+// defines: RunExtras: everything the trainer does besides its lesson, reached from main.cpp
+// through this one object. Skip it on a first reading of the chapter. Each part has a file:
+//   faults.h        --kill-rank, --straggle-rank, --skip-rank: faults injected for real
+//   preemption.h    the scheduler's warning signal, the drills (--drill-after, --drill-at-step)
+//                   and the stop vote: chapter 06's lesson, carried by this trainer
+//   sample_log.h    --record-samples: which images each rank saw at each step
+//   common/observe/flight_recorder.h   every collective recorded, to name a failing rank
+//   common/observe/run_trace.h         --trace: a timeline per rank, merged at the end
+//   gpu_timeline.h  with --trace on a GPU: the GPU's own kernels, and the overlap they show
+#pragma once
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "05_ddp/ddp.h"
+#include "05_ddp/faults.h"
+#include "05_ddp/gpu_timeline.h"
+#include "05_ddp/options.h"
+#include "05_ddp/preemption.h"
+#include "05_ddp/sample_log.h"
+#include "common/group/process_group.h"
+#include "common/observe/flight_recorder.h"
+
+namespace ddp {
+
+class RunExtras {
+ public:
+  // Checks the fault flags (UsageError), starts the flight recorder and --trace, opens the sample
+  // log. Construct it once the group is joined.
+  RunExtras(const TrainerOptions& o, Group& group, const torch::Device& device);
+
+  // Before the first step; `step` > 0: a resumed run, which the drills leave alone (they rehearse
+  // once, and the run after a drill is the same command again). Starts the GPU timeline.
+  void start_training(int64_t step);
+  // At the start of each step: the flight recorder's step; --straggle-rank, --skip-rank.
+  void before_step(int64_t step, DistributedDataParallel& ddp);
+  // Each micro-batch, order[from, to): --record-samples.
+  void record_samples(int64_t step, const std::vector<int64_t>& order, int64_t from, int64_t to);
+  // After step `step` (and its validation): whether every rank stops here, preempted (the stop
+  // vote; --drill-at-step raises the signal first). Never after the last step.
+  bool preempted_after(int64_t step, int64_t total_steps);
+  // Once the preempted step's checkpoint is written: requeue (under Slurm); the exit code.
+  int stop_for_requeue(int64_t step);
+  // At the end of each step: --kill-rank; the trace flushed.
+  void after_step(int64_t step);
+  // After training: the share of all-reduce time hidden behind backward (Note [Overlap share]),
+  // or on a GPU with --trace from its kernels (Note [A GPU's timeline]).
+  void report_overlap(const DistributedDataParallel& ddp);
+  // --trace: every rank's file written, and rank 0 merges them.
+  void finish_trace();
+
+ private:
+  const TrainerOptions& o_;
+  Group& group_;
+  torch::Device device_;
+  int signal_;
+  Faults faults_;
+  FlightRecorder recorder_;
+  SampleLog samples_;
+  StopVote stop_vote_;
+  std::unique_ptr<GpuTimeline> gpu_timeline_;
+  bool fresh_run_ = true;
+};
+
+}  // namespace ddp

@@ -1,0 +1,33 @@
+// defines: Faults: --kill-rank, --straggle-rank and --skip-rank, faults injected into the trainer
+// for real, to watch what the other ranks say (Note [Faults injected into the trainer]).
+#pragma once
+#include <cstdint>
+
+#include "05_ddp/ddp.h"
+#include "05_ddp/options.h"
+
+namespace ddp {
+
+// Note [Faults injected into the trainer]
+// A distributed run fails in a few typical ways, and each should be recognised from what the
+// surviving ranks print (Note [Flight recorder]): a rank that dies (--kill-rank R --kill-at-step
+// N: SIGKILL after step N; with --kill-node its launcher too, as when a node dies), a rank that
+// is slow (--straggle-rank R --straggle-ms M before every step), and a rank whose collectives no
+// longer match the others' (--skip-rank R --skip-at-step N: it does not start bucket 0's
+// all-reduce). They fire in a run's first attempt only: after a restart (TORCHELASTIC_RESTART_COUNT
+// > 0, set by 02_spawn and torchrun) the run is meant to finish, which is how the tests show a
+// restarted run ending as an uninterrupted one.
+class Faults {
+ public:
+  // Checks the flags (UsageError: a flag without its partner, a rank outside the world).
+  Faults(const TrainerOptions& o, int rank, int world);
+  void before_step(int64_t step, DistributedDataParallel& ddp) const;  // straggle; skip an all-reduce
+  void after_step(int64_t step) const;                                 // kill
+
+ private:
+  const TrainerOptions& o_;
+  int rank_;
+  bool first_attempt_;
+};
+
+}  // namespace ddp

@@ -3,8 +3,9 @@
 // The lesson: what torch.multiprocessing.spawn and torchrun do for you. The launcher makes a plan
 // (1), forks the workers before LibTorch runs anything (2), hosts the store on a port the OS picks
 // (3), watches the workers (4) and, when one fails, stops the others and reports who failed first
-// and why (5). The worker (6) is chapter 01 with its ranks handed over. Beyond the lesson, each in
-// a file of its own: restarts.cpp (--max-restarts), links.cpp (--link), faults.cpp (--fail-rank).
+// and why (5). The worker (6) is chapter 01 with its ranks handed over. The rest lives beside it,
+// each file with its Note: plan.cpp (flags and checks), busy_port.cpp, report.cpp (the table),
+// exec_worker.cpp (any program as the workers), restarts.cpp, links.cpp and faults.cpp.
 //
 // Usage:
 //   ./build-cpu/02_spawn --nnodes 2 --nproc-per-node 2              # two "nodes" simulated on one machine
@@ -55,7 +56,7 @@ int main(int argc, char** argv) {
   ddp::add_common_flags(app, flags);
   Plan plan;
   spawn::add_plan_flags(app, plan);  // --nnodes, --nproc-per-node, --grace, --on-failure, ... (plan.cpp)
-  plan.command = spawn::program_after_dashes(argc, argv);  // 02_spawn ... -- PROGRAM ARGS: step 6b
+  plan.command = spawn::program_after_dashes(argc, argv);  // 02_spawn ... -- PROGRAM ARGS: see step 6
   ddp::parse_flags(app, argc, argv);
   ddp::set_log_identity("launcher");
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include "05_ddp/ddp.h"
 #include "common/basics/errors.h"
@@ -142,9 +143,13 @@ std::string DistributedDataParallel::describe_buckets() const {
                                : " tensors, " + names_[b.params.front()] + " to " + names_[b.params.back()]) + ")";
   }
   if (cap_bytes_ == kOneBucket) return s + " (--one-bucket)";
-  char cap[64];
-  std::snprintf(cap, sizeof(cap), "%.4g MiB", static_cast<double>(cap_bytes_) / kMiB);
-  return s + "; a bucket closes once it holds 1 MiB (the first) or " + cap + " (--bucket-cap-mb)";
+  // The cap as --bucket-cap-mb gave it: the shortest decimal that makes the same bytes.
+  char cap[32] = "";
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(cap, sizeof(cap), "%.*g", digits, static_cast<double>(cap_bytes_) / kMiB);
+    if (static_cast<size_t>(std::strtod(cap, nullptr) * kMiB) == cap_bytes_) break;
+  }
+  return s + "; a bucket closes once it holds 1 MiB (the first) or " + cap + " MiB (--bucket-cap-mb)";
 }
 
 }  // namespace ddp

@@ -16,13 +16,14 @@
 // Expected output (./build-cpu/05_ddp --nproc-per-node 2 --max-steps 300 --log-every 100; trimmed):
 //   [rank 0/2] data: 60000 train / 10000 test images from /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 //   [rank 0/2] model mlp: 535818 parameters, all-reduced in buckets while backward runs (the first iteration in one)
-//   [rank 0/2] buckets rebuilt in the order gradients became ready: 1 bucket: bucket0 2.04 MiB (6 tensors, fc3.bias to fc1.weight); a bucket closes once it holds 1 MiB (the first) or 25 MiB (--bucket-cap-mb)
-//   [rank 0/2] epoch 1/3 [######....] step 300/300 loss 0.4022 lr 3.084e-06 12320 samples/s ETA 0:00
-//   [rank 0/2] validation after step 300: loss 0.4110, accuracy 85.13% (10000 images)
+//   [rank 0/2] buckets rebuilt in the order gradients became ready: 1 bucket: bucket0 2.04 MiB (6 tensors, fc3.bias to
+//              fc1.weight); a bucket closes once it holds 1 MiB (the first) or 25 MiB (--bucket-cap-mb)
+//   [rank 0/2] epoch 1/3 [######....] step 300/300 loss 0.4022 lr 3.084e-06 7030 samples/s ETA 0:00
+//   [rank 0/2] validation after step 300: loss 0.4112, accuracy 85.14% (10000 images)
 //   [rank 0/2] checkpoint written: runs/05_ddp/mlp-sgd-fashion-mnist/checkpoints/ckpt-000000300.pt
 //   [rank 0/2] check: every rank holds the same parameters: OK
-//   [rank 0/2] check: test accuracy 85.13% is above 10.00% (chance): OK
-//   [rank 0/2] params fingerprint 145f099619ccad5d (bit-identical runs print the same)
+//   [rank 0/2] check: test accuracy 85.14% is above 10.00% (chance): OK
+//   [rank 0/2] params fingerprint f0a0eca7a8d0edca (bit-identical runs print the same)
 
 #include <cmath>
 
@@ -129,9 +130,9 @@ int main(int argc, char** argv) {
     ddp::Progress progress(out, total_steps, steps_per_epoch, o.epochs, world * o.batch_size * o.grad_accum, o.log_every);
     std::optional<ddp::Evaluation> last_eval;
     std::vector<int64_t> order;  // this epoch's indices for this rank
-    extras.start_training(step);
+    extras.start_training(step);  // a drill armed (not in a resumed run), the GPU timeline started
     for (; step < total_steps; ++step) {
-      extras.before_step(step, ddp_model);
+      extras.before_step(step, ddp_model);  // --straggle-rank, --skip-rank
       const int64_t epoch = step / steps_per_epoch, in_epoch = step % steps_per_epoch;
       if (order.empty() || in_epoch == 0) {
         sampler.set_epoch(epoch);
@@ -147,7 +148,7 @@ int main(int argc, char** argv) {
       for (int64_t b = first; b < last; ++b) {
         auto no_sync = b + 1 < last ? ddp_model.no_sync() : nullptr;  // communicate on the last only
         const int64_t from = b * o.batch_size, to = std::min<int64_t>(from + o.batch_size, order.size());
-        extras.record_samples(step, order, from, to);
+        extras.record_samples(step, order, from, to);  // --record-samples
         torch::Tensor images, labels, loss;
         {
           ddp::Span span("data");  // the spans are what --trace draws
@@ -181,11 +182,11 @@ int main(int argc, char** argv) {
         ddp::checkpoint(out.checkpoints, step + 1, sampler_state, o.keep, *model.module, *optimizer, ddp_model, group);
       }
       if (preempted) return extras.stop_for_requeue(step + 1);
-      extras.after_step(step);
+      extras.after_step(step);  // --kill-rank
     }
     progress.summary();
-    extras.report_overlap(ddp_model);
-    extras.finish_trace();
+    extras.report_overlap(ddp_model);  // Note [Overlap share]
+    extras.finish_trace();  // --trace: the ranks' files merged
 
     // 7. Check the result: the ranks agree bit for bit, and the model learned something.
     const bool same = ddp::toy::replicas_identical(group, params);

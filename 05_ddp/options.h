@@ -1,4 +1,4 @@
-// defines: the trainer's own flags (the shared ones are in common/basics/cli.h).
+// defines: the trainer's own flags (the shared ones are in common/basics/cli.h), and the run's folder.
 #pragma once
 #include <CLI/CLI.hpp>
 #include <optional>
@@ -60,18 +60,19 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o);
 std::string data_name(const TrainerOptions& o);
 
 // Note [A run folder per run]
-// Runs resume from their folder by default, so two runs that share one collide: a CNN run
-// resumed an MLP's folder is refused (Note [Never lose a run]), and a --reset in one deletes
-// the other's checkpoints. Every example of the READMEs once shared runs/05_ddp and walked into
-// those refusals. So without --out, the folder is named after what a resume must match and a
-// learner changes from one example to the next: runs/05_ddp/<model>-<optimizer>-<data>, with
-// -<N> for --train-samples N (e.g. runs/05_ddp/mlp-sgd-fashion-mnist,
-// runs/05_ddp/cnn-sgd-synthetic-4096), as TensorBoard's SummaryWriter(comment=...) names a run
-// after its settings; `tensorboard --logdir runs/05_ddp` then shows each as a run of its own.
-// What may change on a resume (the world size, the per-rank batch of one --global-batch, the
-// learning rate, the bucket cap) is not in the name. The seed and the global batch are not
-// either: the same experiment with another of them is refused with a message that says so,
-// rather than quietly started afresh in a folder of its own.
+// A run resumes from its folder by default, so two runs that share one collide: a CNN run
+// started in an MLP's folder is refused (Note [Never lose a run]), and a --reset in one deletes
+// the other's checkpoints. When every example of the READMEs shared runs/05_ddp, a learner
+// running them in order walked into those refusals. So without --out the folder is named after
+// what a resume must match and what a learner changes from one example to the next:
+// runs/05_ddp/<model>-<optimizer>-<data>, with -<N> for --train-samples N (for example
+// runs/05_ddp/mlp-sgd-fashion-mnist, runs/05_ddp/cnn-sgd-synthetic-4096), as TensorBoard's
+// SummaryWriter(comment=...) names a run after its settings; `tensorboard --logdir runs/05_ddp`
+// then shows each as a run of its own. What may change on a resume (the world size, the
+// per-rank batch of one --global-batch, the learning rate, the bucket cap) is not in the name.
+// Nor are the seed and the global batch: the same experiment with another of them is refused
+// with a message that names the difference, rather than quietly started afresh elsewhere.
+//
 // The run's folder: --out, else the one Note [A run folder per run] describes.
 std::string run_folder(const TrainerOptions& o);
 

@@ -17,18 +17,18 @@
 //
 // Expected output (--local --nodes 2 --tasks-per-node 2 -- --max-steps 300 --log-every 100 --drill-at-step 120;
 // trimmed; the drill sends the trainer the warning signal after step 120, as Slurm would before the limit):
-//   [slurm (local)] simulated Slurm: job 4696 (ddp), 2 node(s) x 2 task(s); trainer output in /home/you/ddp-course/runs/06_slurm/4696
-//   [slurm (local)] job 4696 running: 4 tasks on 127.0.0.[1-2], tasks per node 2(x2), time limit 30:00, USR2 90 s before it
-//   [rank 0/4] preempted: SIGUSR2 received; stopped after step 121 with its checkpoint written; requeueing Slurm job 4696 (restart 0)
-//   [slurm (local)] job 4696: requeue requested (scontrol requeue): stopping its tasks
-//   [slurm (local)] job 4696 requeued: starting again in 2s with SLURM_RESTART_COUNT=1
-//   [slurm (local)] job 4696 (restart 1) running: 4 tasks on 127.0.0.[1-2], tasks per node 2(x2), time limit 30:00, USR2 90 s before it
-//   [rank 0/4] resumed from /home/you/ddp-course/runs/06_slurm/4696/checkpoints/ckpt-000000121.pt at step 121 (--reset starts over)
+//   [slurm (local)] simulated Slurm: job 1811 (ddp), 2 node(s) x 2 task(s); trainer output in /home/you/ddp-course/runs/06_slurm/1811
+//   [slurm (local)] job 1811 running: 4 tasks on 127.0.0.[1-2], tasks per node 2(x2), time limit 30:00, USR2 90 s before it
+//   [rank 0/4] preempted: SIGUSR2 received; stopped after step 121 with its checkpoint written; requeueing Slurm job 1811 (restart 0)
+//   [slurm (local)] job 1811: requeue requested (scontrol requeue): stopping its tasks
+//   [slurm (local)] job 1811 requeued: starting again in 2s with SLURM_RESTART_COUNT=1
+//   [slurm (local)] job 1811 (restart 1) running: 4 tasks on 127.0.0.[1-2], tasks per node 2(x2), time limit 30:00, USR2 90 s before it
+//   [rank 0/4] resumed from /home/you/ddp-course/runs/06_slurm/1811/checkpoints/ckpt-000000121.pt at step 121 (--reset starts over)
 //   [rank 0/4] check: every rank holds the same parameters: OK
-//   [rank 0/4] params fingerprint 4af1827650dace2d (bit-identical runs print the same)
-//   [slurm (local)] job 4696 ended: COMPLETED after 1 requeue(s)
+//   [rank 0/4] params fingerprint f409279389ac72f0 (bit-identical runs print the same)
+//   [slurm (local)] job 1811 ended: COMPLETED after 1 requeue(s)
 // The same job under a real Slurm (sbatch 06_slurm/cpu_gloo.sbatch), and uninterrupted, ends with
-// the same fingerprint: see README.md.
+// the same fingerprint (OpenBLAS's Haswell kernels, as every recorded figure): see README.md.
 
 #include <unistd.h>
 

@@ -36,7 +36,8 @@ trap 'kill -- -$builder 2>/dev/null || true' EXIT
 # Waits until the background build of one chapter ended: quiet when it is already built,
 # else its progress lines while waiting. A failed build stops here, after the chapters before.
 built() {
-  local t=$1 start=$SECONDS
+  local t=$1 start=$SECONDS i
+  for i in 1 2 3; do grep -q "^$t " "$status" && break; sleep 1; done  # built: quiet
   if ! grep -q "^$t " "$status"; then
     echo "[build cpu] waiting for $t to build"
     follow_log "[build cpu]" "$log" "$(wc -l < "$log")" "$BUILD_FILTER" \

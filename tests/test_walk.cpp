@@ -10,9 +10,10 @@
 //
 // The copy: the repository's files as a clone would have them (`git ls-files`: tracked, plus new
 // files git does not ignore, as they are in the working tree), with `build-cpu` linking to this
-// build and `.venv` to the repository's when there is one. In it, first what scripts/run.sh runs
-// once it has built (`scripts/course.sh build-cpu`: runs/05_ddp and runs/06_slurm as a learner
-// has them), then the blocks.
+// build. No `.venv` and no `build-cuda`: scripts/run.sh makes neither (the cuda flavour's setup
+// does), so a command that needs them needs a label. In it, first what scripts/run.sh runs once
+// it has built (`scripts/course.sh build-cpu`: runs/05_ddp and runs/06_slurm as a learner has
+// them), then the blocks.
 //
 // Reading order: README.md; then each chapter's README (NN_name/README.md, by name), each followed
 // by the pages it links (relative links to .md files of the repository, in the order of their
@@ -24,8 +25,9 @@
 //   ```sh, ```bash, ```shell   every line is a command (blank and `#` lines skipped);
 //   ```console                 the `$ ` lines are commands, the rest is what they print;
 //   anything else (```text, ```cpp, ```json, ...) is not run.
-// A trailing `\` continues a command on the next line; a command ending in `&` runs in the
-// background and the block waits for it at its end. Refused: a fence without an info string, a
+// A trailing `\` continues a command on the next line (a command bash cannot parse alone, such
+// as a `for` loop spread over lines without it, or `<job id>`, fails); a command ending in `&`
+// runs in the background and the block waits for it at its end. Refused: a fence without an info string, a
 // `$ ` prompt in ```sh (that is ```console), a ```console block with no `$ ` line (that is
 // ```text), a `<!-- checked -->` block that is not ```console, and `sudo` (the course runs as root,
 // where Debian has no sudo: say "as root" and mark the block `root`).
@@ -382,9 +384,22 @@ Walked walk(const std::string& copy, const std::vector<std::string>& pages, cons
         (s.not_run.empty() ? w.skipped : w.not_run) += static_cast<int>(s.commands.size());
         continue;
       }
-      const std::vector<Ran> ran = run_block(copy, s.commands, s.timeout_s, walk_env(copy, shim, s.slurm));
+      // A command bash cannot parse would stop the whole block: reported, and left out.
+      std::vector<rb::Command> runnable;
+      for (const rb::Command& c : s.commands) {
+        const ddp::CommandResult parsed = ddp::run_command({"bash", "-n", "-c", c.text}, 30);
+        if (parsed.exit_code == 0) {
+          runnable.push_back(c);
+          continue;
+        }
+        std::cout << "[walk] " << page << ":" << c.line << ": FAILED, not a whole shell command  $ " << one_line(c.text) << "\n";
+        w.problems.push_back(page + ":" + std::to_string(c.line) + ": " + c.text + "\n  bash cannot read it as one command (a line " +
+                             "continues only with a trailing `\\`; a placeholder such as <job id> is not a command):\n" +
+                             last_lines(parsed.output, 5));
+      }
+      const std::vector<Ran> ran = run_block(copy, runnable, s.timeout_s, walk_env(copy, shim, s.slurm));
       for (size_t i = 0; i < ran.size(); ++i) {
-        const rb::Command& c = s.commands[i];
+        const rb::Command& c = runnable[i];
         const int want = c.exit.value_or(0);
         const std::string at = page + ":" + std::to_string(c.line);
         std::ostringstream line;
@@ -416,8 +431,8 @@ Walked walk(const std::string& copy, const std::vector<std::string>& pages, cons
 
 // ---- The scratch copy ----
 
-// The repository as a clone has it, in a new folder, with build-cpu (and .venv) linked; the
-// .md files it holds go to `md_files`.
+// The repository as a clone has it, in a new folder, with build-cpu linked; the .md files it
+// holds go to `md_files`.
 std::string make_copy(std::vector<std::string>& md_files) {
   const std::string copy = temp_dir() + "/ddp-course", source = walk_source();
   const ddp::CommandResult files =
@@ -431,7 +446,6 @@ std::string make_copy(std::vector<std::string>& md_files) {
     if (fs::path(f).extension() == ".md") md_files.push_back(f);
   }
   fs::create_directory_symlink(DDP_BIN_DIR, copy + "/build-cpu");
-  if (fs::exists(source + "/.venv")) fs::create_directory_symlink(source + "/.venv", copy + "/.venv");
   return copy;
 }
 
@@ -559,7 +573,7 @@ TEST(ReadmeWalk, ReadingOrderIsTheTopPageThenEachChapterWithWhatItLinks) {
 }
 
 // The walk must be able to fail: a command that exits 2 where its text promises 0, a block that
-// cannot run here and carries no label, a hang; and not fail what is right (a promised exit 75,
+// cannot run here and carries no label, a hang, a placeholder; and not fail what is right (a promised exit 75,
 // a background job waited for, a variable kept within the block, a labelled block left out).
 TEST(ReadmeWalk, CatchesAWrongExitAnUnlabelledBlockAndAHang) {
   const std::string dir = pages_in_folder({{"README.md",
@@ -585,7 +599,11 @@ TEST(ReadmeWalk, CatchesAWrongExitAnUnlabelledBlockAndAHang) {
                                             "<!-- walk: long -->\n"                          // 20
                                             "```sh\n"                                        // 21
                                             "bash -c 'exit 4'\n"                             // 22
-                                            "```\n"}});                                      // 23
+                                            "```\n"                                          // 23
+                                            "```sh\n"                                        // 24
+                                            "scancel --signal=USR2 <job id>\n"               // 25
+                                            "echo the next command still runs\n"             // 26
+                                            "```\n"}});                                      // 27
   const double t0 = ddp::monotonic_seconds();
   const Walked w = walk(dir, {"README.md"}, WalkOptions{});
   const std::string all = joined(w.problems);
@@ -594,7 +612,9 @@ TEST(ReadmeWalk, CatchesAWrongExitAnUnlabelledBlockAndAHang) {
   EXPECT_TRUE(mentions(w.problems, "README.md:9: ./build-cuda/05_ddp --backend nccl\n  exit 127, the text says 0")) << all;
   EXPECT_TRUE(mentions(w.problems, "README.md:17: sleep 30\n  still running after its 1 s")) << all;
   EXPECT_TRUE(mentions(w.problems, "README.md:18: echo never\n  never ran")) << all;
-  EXPECT_EQ(w.problems.size(), 4u) << all;
+  EXPECT_TRUE(mentions(w.problems, "README.md:25: scancel --signal=USR2 <job id>\n  bash cannot read it as one command")) << all;
+  EXPECT_EQ(w.problems.size(), 5u) << all;
+  EXPECT_EQ(w.ran, 8);  // lines 2-6, 9, 17 and 26 (not 18, after the hang; not 25)
   EXPECT_EQ(w.not_run, 1);  // the labelled block
   EXPECT_EQ(w.skipped, 1);  // the long one
   // The same long block in the long tier: it runs, and its wrong exit is caught.

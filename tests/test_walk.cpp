@@ -27,10 +27,11 @@
 //   anything else (```text, ```cpp, ```json, ...) is not run.
 // A trailing `\` continues a command on the next line (a command bash cannot parse alone, such
 // as a `for` loop spread over lines without it, or `<job id>`, fails); a command ending in `&`
-// runs in the background and the block waits for it at its end. Refused: a fence without an info string, a
-// `$ ` prompt in ```sh (that is ```console), a ```console block with no `$ ` line (that is
-// ```text), a `<!-- checked -->` block that is not ```console, and `sudo` (the course runs as root,
-// where Debian has no sudo: say "as root" and mark the block `root`).
+// runs in the background and the block waits for it at its end. Refused: a fence without an
+// info string, a `$ ` prompt in ```sh (that is ```console), a ```console block with no `$ ` line
+// (that is ```text), a `<!-- checked -->` block that is not ```console, and `sudo` (the course
+// runs as root, where Debian has no sudo: say "as root" and mark the block `root`). A shell
+// script's contents (a batch script) are ```text: ```bash would run them.
 //
 // Exit codes: 0, unless the command's line ends in a comment `# exit N` (visible: "# exit 75:
 // checkpointed; the same command resumes"), or, for the last command of a checked block, its
@@ -49,7 +50,8 @@
 //   long       only in the long tier (DDP_LONG_TESTS=1): benchmarks, long trainings;
 //   root       only as root (network namespaces), else listed as skipped with the reason;
 //   slurm      long, and only with a running Slurm (SLURM_CONF; scripts/test.sh starts one).
-// A checked block's own root, slurm and timeout= count too.
+// A checked block's own root, slurm and timeout= count too. A marker (or a label, below) that
+// no fence follows is refused.
 // A block a learner is invited to run but the tests cannot (a GPU, a real cluster, a server that
 // waits for a browser) carries a visible line right before it (before its markers):
 //   *Not run by the tests: needs a GPU.*
@@ -120,6 +122,20 @@ bool is_shell(const std::string& info) { return info == "sh" || info == "bash" |
 // The blocks of one page to walk, in order; what is malformed goes to `problems`.
 std::vector<Step> steps_of(const std::string& page, const std::string& text, std::vector<std::string>& problems) {
   std::vector<Step> steps;
+  // A walk marker or a label that no fence follows would be silently ignored: refused.
+  const std::vector<std::string> lines = rb::lines_of(text);
+  std::vector<bool> fenced_or_attached(lines.size() + 1, false);
+  for (const rb::Fence& f : rb::fences(text)) {
+    for (size_t k = f.line - f.markers.size(); k <= std::min(lines.size(), f.line + f.body.size() + 1); ++k) fenced_or_attached[k] = true;
+    if (f.label_line) fenced_or_attached[f.label_line] = true;
+  }
+  for (size_t k = 1; k <= lines.size(); ++k) {
+    if (fenced_or_attached[k]) continue;
+    if (lines[k - 1].rfind("<!-- walk", 0) == 0 || std::regex_match(lines[k - 1], rb::label_pattern())) {
+      problems.push_back(page + ":" + std::to_string(k) + ": a walk marker or 'Not run by the tests' label that no fence follows " +
+                         "(the marker goes on the line right before the fence, the label right before the block)");
+    }
+  }
   for (const rb::Fence& f : rb::fences(text)) {
     const std::string where = page + ":" + std::to_string(f.line) + ": ";
     const auto checked = rb::marker_options(f, "checked");
@@ -157,14 +173,14 @@ std::vector<Step> steps_of(const std::string& page, const std::string& text, std
       if (o == "long") s.long_tier = true;
       else if (o == "root") s.root = true;
       else if (o == "slurm") s.slurm = s.long_tier = true;
-      else if (o.rfind("timeout=", 0) == 0) s.timeout_s = std::stod(o.substr(8));
+      else if (std::regex_match(o, std::regex(R"(timeout=\d+(\.\d+)?)"))) s.timeout_s = std::stod(o.substr(8));
       else problems.push_back(where + "unknown walk option '" + o + "' (timeout=S, long, root, slurm)");
     }
     for (const std::string& o : checked.value_or(std::vector<std::string>{})) {
       if (o == "root") s.root = true;
       else if (o == "slurm") s.slurm = s.long_tier = true;
-      else if (o.rfind("timeout=", 0) == 0 && !walk) s.timeout_s = std::stod(o.substr(8));
-      else if (o.rfind("exit=", 0) == 0 && !s.commands.empty() && !s.commands.back().exit) s.commands.back().exit = std::stoi(o.substr(5));
+      else if (std::regex_match(o, std::regex(R"(timeout=\d+(\.\d+)?)")) && !walk) s.timeout_s = std::stod(o.substr(8));
+      else if (std::regex_match(o, std::regex(R"(exit=\d+)")) && !s.commands.empty() && !s.commands.back().exit) s.commands.back().exit = std::stoi(o.substr(5));
     }
     steps.push_back(s);
   }
@@ -537,8 +553,10 @@ TEST(ReadmeWalk, RefusesWhatItCannotReadWithoutGuessing) {
            "```console\n[rank 0/2] only output\n```\n"         // 7: console without a command
            "<!-- checked -->\n```text\n$ ./c\n```\n"           // 11: checked, not console
            "```bash\nsudo ./d --link 1gbit\n```\n"             // 14: sudo on 15
-           "<!-- walk: quick -->\n```sh\n./e\n```\n"           // 17: unknown option, fence 18
-           "*Not run by the tests: it is output.*\n```text\nx\n```\n",  // 21: label on text, fence 22
+           "<!-- walk: timeout=1m -->\n```sh\n./e\n```\n"      // 17: unknown option, fence 18
+           "*Not run by the tests: it is output.*\n```text\nx\n```\n"  // 21: label on text, fence 22
+           "<!-- walk: long -->\n\n```sh\n./f\n```\n"        // 25: a marker a blank line away
+           "*Not run by the tests: a GPU.*\nSome prose.\n",    // 30: a label with no block
            problems);
   const std::string all = joined(problems);
   EXPECT_TRUE(mentions(problems, "P.md:1: a fence without an info string")) << all;
@@ -546,9 +564,11 @@ TEST(ReadmeWalk, RefusesWhatItCannotReadWithoutGuessing) {
   EXPECT_TRUE(mentions(problems, "P.md:7: a ```console block without a `$ ` command")) << all;
   EXPECT_TRUE(mentions(problems, "P.md:11: a checked block shows commands and their output")) << all;
   EXPECT_TRUE(mentions(problems, "P.md:15: `sudo`")) << all;
-  EXPECT_TRUE(mentions(problems, "P.md:18: unknown walk option 'quick'")) << all;
+  EXPECT_TRUE(mentions(problems, "P.md:18: unknown walk option 'timeout=1m'")) << all;
   EXPECT_TRUE(mentions(problems, "P.md:22: a 'Not run by the tests' label on a ```text block")) << all;
-  EXPECT_EQ(problems.size(), 7u) << all;
+  EXPECT_TRUE(mentions(problems, "P.md:25: a walk marker or 'Not run by the tests' label that no fence follows")) << all;
+  EXPECT_TRUE(mentions(problems, "P.md:30: a walk marker or 'Not run by the tests' label that no fence follows")) << all;
+  EXPECT_EQ(problems.size(), 9u) << all;
 }
 
 TEST(ReadmeWalk, ReadingOrderIsTheTopPageThenEachChapterWithWhatItLinks) {

@@ -3,9 +3,10 @@
 // Read: this file, steps 1-7 in order (the trainer: the C++ twin of a Python DDP script), then
 // ddp.h and ddp.cpp (the class: chapter 04's hooks, with gradients packed into buckets whose
 // all-reduce starts while backward is still running).
-// Skip on a first reading: what `extras` reaches (extras.h: faults, drills, preemption, --trace,
-// --record-samples, the overlap report), amp.h, elastic.h, resume.h, validation.h, metrics.h and
-// ddp_extensions.cpp.
+// Skip on a first reading: the folders beside them. trainer/ is the plumbing around the lesson
+// (flags, batches, logs, checkpoint/resume, validation); beyond/ holds the features past it, which
+// `extras` reaches (beyond/extras.h: faults, drills, preemption, --trace, --record-samples, the
+// overlap report), plus AMP, --global-batch and SyncBatchNorm; ddp_extensions.cpp the DDP class's.
 //
 // Usage:
 //   ./build-cpu/05_ddp --nproc-per-node 2                   # forks 2 ranks (via 02_spawn)
@@ -27,17 +28,17 @@
 
 #include <cmath>
 
-#include "05_ddp/amp.h"
-#include "05_ddp/batches.h"
+#include "05_ddp/beyond/amp.h"
+#include "05_ddp/trainer/batches.h"
 #include "05_ddp/ddp.h"
-#include "05_ddp/elastic.h"
-#include "05_ddp/extras.h"
-#include "05_ddp/metrics.h"
+#include "05_ddp/beyond/elastic.h"
+#include "05_ddp/beyond/extras.h"
+#include "05_ddp/trainer/metrics.h"
 #include "05_ddp/models.h"
-#include "05_ddp/resume.h"
-#include "05_ddp/sync_batch_norm.h"
-#include "05_ddp/trainer.h"
-#include "05_ddp/validation.h"
+#include "05_ddp/trainer/resume.h"
+#include "05_ddp/beyond/sync_batch_norm.h"
+#include "05_ddp/trainer/trainer.h"
+#include "05_ddp/trainer/validation.h"
 #include "common/basics/failure.h"
 #include "common/compute/reproducible.h"
 #include "common/data/fashion_mnist.h"
@@ -69,7 +70,7 @@ int main(int argc, char** argv) {
   return ddp::guarded_main([&] {
     if (o.nproc_per_node) return ddp::relaunch_with_02_spawn(argc, argv, *o.nproc_per_node, flags, o);
     ddp::make_reproducible(o.deterministic == "on");  // before CUDA starts: Note [Reproducible GPU runs]
-    ddp::listen_for_preemption(o);  // Preemption is chapter 06's lesson: see 05_ddp/preemption.cpp
+    ddp::listen_for_preemption(o);  // Preemption is chapter 06's lesson: see 05_ddp/beyond/preemption.cpp
 
     // 1. Join the group (chapter 01); each rank also keeps its own log file in the run's folder.
     std::optional<ddp::Group> joined = ddp::join_or_explain(flags);

@@ -508,7 +508,7 @@ TEST(Help, TrainerDefaultsAreWhatARunUses) {
   EXPECT_EQ(stated_default(help, "--model"), "mlp") << help;
   EXPECT_EQ(stated_default(help, "--epochs"), "3") << help;
   EXPECT_EQ(stated_default(help, "--deterministic"), "on") << help;
-  // A rule (Note [A run folder per run] in 05_ddp/options.h), checked against the run below.
+  // A rule (Note [A run folder per run] in 05_ddp/trainer/options.h), checked against the run below.
   EXPECT_EQ(stated_default(help, "--out"),
             ": runs/05_ddp/<model>-<optimizer>-<data>, <data> fashion-mnist or synthetic, then -N with --train-samples N")
       << help;

@@ -17,11 +17,11 @@
 #include <thread>
 
 #include "05_ddp/ddp.h"
-#include "05_ddp/gpu_timeline.h"
-#include "05_ddp/metrics.h"
+#include "05_ddp/beyond/gpu_timeline.h"
+#include "05_ddp/trainer/metrics.h"
 #include "05_ddp/models.h"
-#include "05_ddp/sgd.h"
-#include "05_ddp/sync_batch_norm.h"
+#include "05_ddp/trainer/sgd.h"
+#include "05_ddp/beyond/sync_batch_norm.h"
 #include "common/state/checkpoint.h"
 #include "common/launch/error_file.h"
 #include "common/basics/errors.h"

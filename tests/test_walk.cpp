@@ -17,9 +17,11 @@
 //
 // Reading order: README.md; then each chapter's README (NN_name/README.md, by name), each followed
 // by the pages it links (relative links to .md files of the repository, in the order of their
-// first link, depth first, each page once; a chapter README is walked only in its own turn); then
-// the pages README.md links that no chapter reached, the same way. A page of the repository with
-// a runnable block that this order does not reach fails the test: link it, or fence it otherwise.
+// first link, each page once; a chapter README is walked only in its own turn): its own folder's
+// pages with what they link in turn (depth first), other pages (docs/) alone; then the pages
+// README.md links that no chapter reached, depth first, and last what the other pages read with
+// a chapter link. A page of the repository with a runnable block that this order does not reach
+// fails the test: link it, or fence it otherwise.
 //
 // Blocks: every fence of a walked page has an info string, so that nothing is left to a guess:
 //   ```sh, ```bash, ```shell   every line is a command (blank and `#` lines skipped);
@@ -204,26 +206,29 @@ std::vector<std::string> reading_order(const std::vector<std::string>& pages, co
     if (std::regex_match(p, chapter)) chapters.push_back(p);
   }
   std::sort(chapters.begin(), chapters.end());
-  std::vector<std::string> order;
+  std::vector<std::string> order, later;  // later: pages read from a chapter whose own links wait for the end
   std::set<std::string> seen;
-  std::function<void(const std::string&)> follow_links;
-  auto visit = [&](const std::string& page) {
+  std::function<void(const std::string&, const std::string&)> follow_links;
+  // Within `folder` ("" for everywhere) a page's links are followed at once; outside it, at the end.
+  auto visit = [&](const std::string& page, const std::string& folder) {
     if (!exists.count(page) || seen.count(page)) return;
     seen.insert(page);
     order.push_back(page);
-    follow_links(page);
+    if (page.rfind(folder, 0) == 0) follow_links(page, folder);
+    else later.push_back(page);
   };
-  follow_links = [&](const std::string& page) {
+  follow_links = [&](const std::string& page, const std::string& folder) {
     for (const std::string& l : rb::linked_pages(page, read(page))) {
-      if (l != "README.md" && !std::regex_match(l, chapter)) visit(l);
+      if (l != "README.md" && !std::regex_match(l, chapter)) visit(l, folder);
     }
   };
   if (exists.count("README.md")) {
     seen.insert("README.md");
     order.push_back("README.md");
   }
-  for (const std::string& c : chapters) visit(c);
-  if (exists.count("README.md")) follow_links("README.md");
+  for (const std::string& c : chapters) visit(c, c.substr(0, c.find('/') + 1));
+  if (exists.count("README.md")) follow_links("README.md", "");
+  for (size_t i = 0; i < later.size(); ++i) follow_links(later[i], "");
   return order;
 }
 
@@ -579,15 +584,17 @@ TEST(ReadmeWalk, ReadingOrderIsTheTopPageThenEachChapterWithWhatItLinks) {
       {"01_a/deeper.md", ""},
       {"02_b/README.md", "[obs](../docs/observing.md)"},
       {"docs/ci.md", "[bench](../bench/README.md)"},
-      {"docs/observing.md", ""},
+      {"docs/observing.md", "[more](more.md)"},
+      {"docs/more.md", ""},
       {"bench/README.md", ""},
       {"docs/lost.md", "```sh\n./x\n```\n"},
   };
   std::vector<std::string> names;
   for (const auto& [n, _] : pages) names.push_back(n);
   const auto order = reading_order(names, [&](const std::string& p) { return pages.at(p); });
+  // 01's own pages as deep as they link; docs/observing.md read with 01, what it links at the end.
   EXPECT_EQ(order, (std::vector<std::string>{"README.md", "01_a/README.md", "01_a/going_further.md", "01_a/deeper.md", "docs/observing.md",
-                                             "02_b/README.md", "docs/ci.md", "bench/README.md"}));
+                                             "02_b/README.md", "docs/ci.md", "bench/README.md", "docs/more.md"}));
   EXPECT_TRUE(has_runnable_block(pages.at("docs/lost.md")));
   EXPECT_FALSE(has_runnable_block("```text\n$ x\n```\n"));
 }

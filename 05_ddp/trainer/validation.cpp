@@ -1,5 +1,5 @@
 // provides: evaluate(). See Note [Exact distributed validation].
-#include "05_ddp/validation.h"
+#include "05_ddp/trainer/validation.h"
 
 #include <algorithm>
 #include <vector>

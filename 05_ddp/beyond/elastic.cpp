@@ -1,5 +1,5 @@
 // provides: split_global_batch(). See Note [Resuming at another world size].
-#include "05_ddp/elastic.h"
+#include "05_ddp/beyond/elastic.h"
 
 #include <cstdint>
 #include <string>

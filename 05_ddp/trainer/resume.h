@@ -7,7 +7,7 @@
 #include <string>
 
 #include "05_ddp/ddp.h"
-#include "05_ddp/options.h"
+#include "05_ddp/trainer/options.h"
 #include "common/group/process_group.h"
 
 namespace ddp {

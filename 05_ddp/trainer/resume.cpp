@@ -1,5 +1,5 @@
 // provides: checkpoint/resume for every rank, refusing another run's checkpoint; --reset.
-#include "05_ddp/resume.h"
+#include "05_ddp/trainer/resume.h"
 
 #include <cstdio>
 #include <set>

@@ -1,6 +1,6 @@
 // provides: listen_for_preemption(), StopVote, stop_for_requeue(). Chapter 06's lesson, carried
 // by chapter 05's trainer: see Note [Preemption and requeue] (common/slurm/preemption.h).
-#include "05_ddp/preemption.h"
+#include "05_ddp/beyond/preemption.h"
 
 #include <signal.h>
 

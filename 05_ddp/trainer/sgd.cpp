@@ -1,5 +1,5 @@
 // provides: ForeachSgd::step, torch.optim.SGD's _multi_tensor_sgd in C++.
-#include "05_ddp/sgd.h"
+#include "05_ddp/trainer/sgd.h"
 
 #include <algorithm>
 #include <sstream>

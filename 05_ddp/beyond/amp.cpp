@@ -1,5 +1,5 @@
 // provides: Amp. See Note [Mixed precision and DDP].
-#include "05_ddp/amp.h"
+#include "05_ddp/beyond/amp.h"
 
 #include "common/group/compat.h"
 #include "common/basics/errors.h"

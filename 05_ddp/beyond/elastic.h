@@ -1,7 +1,7 @@
 // defines: split_global_batch(): --global-batch, the per-rank batch that follows the world size,
 // so that a run can resume at another world size (Note [Resuming at another world size]).
 #pragma once
-#include "05_ddp/options.h"
+#include "05_ddp/trainer/options.h"
 
 namespace ddp {
 

@@ -4,7 +4,7 @@
 #pragma once
 #include <memory>
 
-#include "05_ddp/options.h"
+#include "05_ddp/trainer/options.h"
 #include "common/group/process_group.h"
 
 namespace ddp {

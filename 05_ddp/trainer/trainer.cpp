@@ -1,5 +1,5 @@
 // provides: the optimizer by flag, and the --nproc-per-node relaunch through 02_spawn.
-#include "05_ddp/trainer.h"
+#include "05_ddp/trainer/trainer.h"
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "05_ddp/sgd.h"
+#include "05_ddp/trainer/sgd.h"
 #include "common/basics/errors.h"
 #include "common/basics/paths.h"
 

@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "05_ddp/ddp.h"
-#include "05_ddp/faults.h"
-#include "05_ddp/gpu_timeline.h"
-#include "05_ddp/options.h"
-#include "05_ddp/preemption.h"
-#include "05_ddp/sample_log.h"
+#include "05_ddp/beyond/faults.h"
+#include "05_ddp/beyond/gpu_timeline.h"
+#include "05_ddp/trainer/options.h"
+#include "05_ddp/beyond/preemption.h"
+#include "05_ddp/beyond/sample_log.h"
 #include "common/group/process_group.h"
 #include "common/observe/flight_recorder.h"
 

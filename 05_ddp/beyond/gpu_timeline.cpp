@@ -1,5 +1,5 @@
 // provides: GpuTimeline: the GPU's kernels from LibTorch's Kineto profiler, written into --trace.
-#include "05_ddp/gpu_timeline.h"
+#include "05_ddp/beyond/gpu_timeline.h"
 
 #include <torch/version.h>
 

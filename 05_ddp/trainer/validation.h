@@ -4,7 +4,7 @@
 #include <torch/torch.h>
 
 #include "05_ddp/ddp.h"
-#include "05_ddp/metrics.h"
+#include "05_ddp/trainer/metrics.h"
 #include "05_ddp/models.h"
 #include "common/data/fashion_mnist.h"
 #include "common/group/process_group.h"

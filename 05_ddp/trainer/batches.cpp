@@ -1,5 +1,5 @@
 // provides: DeviceBatches. See Note [The data path on a GPU].
-#include "05_ddp/batches.h"
+#include "05_ddp/trainer/batches.h"
 
 #include <cstdio>
 

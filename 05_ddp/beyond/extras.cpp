@@ -1,11 +1,11 @@
 // provides: RunExtras, which calls the parts listed in extras.h at their moments of a run.
-#include "05_ddp/extras.h"
+#include "05_ddp/beyond/extras.h"
 
 #include <signal.h>
 
 #include <string>
 
-#include "05_ddp/metrics.h"
+#include "05_ddp/trainer/metrics.h"
 #include "common/basics/log.h"
 #include "common/observe/run_trace.h"
 #include "common/observe/trace.h"

@@ -1,5 +1,5 @@
 // provides: add_trainer_options(): the one definition of 05's flags and their limits.
-#include "05_ddp/options.h"
+#include "05_ddp/trainer/options.h"
 
 #include <string>
 

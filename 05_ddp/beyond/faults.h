@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "05_ddp/ddp.h"
-#include "05_ddp/options.h"
+#include "05_ddp/trainer/options.h"
 
 namespace ddp {
 

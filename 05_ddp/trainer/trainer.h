@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "05_ddp/options.h"
+#include "05_ddp/trainer/options.h"
 #include "common/basics/cli.h"
 
 namespace ddp {

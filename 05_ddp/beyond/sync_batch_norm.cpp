@@ -1,5 +1,5 @@
 // provides: sync_batch_norm(): forward and backward of BatchNorm over all ranks' batches.
-#include "05_ddp/sync_batch_norm.h"
+#include "05_ddp/beyond/sync_batch_norm.h"
 
 #include "common/observe/flight_recorder.h"
 

@@ -1,5 +1,5 @@
 // provides: Faults. See Note [Faults injected into the trainer].
-#include "05_ddp/faults.h"
+#include "05_ddp/beyond/faults.h"
 
 #include <signal.h>
 #include <unistd.h>

@@ -1,5 +1,5 @@
 // provides: SampleLog. See Note [Which images each rank saw].
-#include "05_ddp/sample_log.h"
+#include "05_ddp/beyond/sample_log.h"
 
 #include <cerrno>
 #include <cstring>

@@ -1,5 +1,5 @@
 // provides: RunOutput and Progress: console, per-rank log files, JSON lines and TensorBoard.
-#include "05_ddp/metrics.h"
+#include "05_ddp/trainer/metrics.h"
 
 #include <sys/stat.h>
 

@@ -70,7 +70,8 @@ int count(const std::string& hay, const std::string& needle) {
 // different orders: the same run prints other last digits (losses, fingerprints) on an AVX-512
 // machine than on an AVX2 one (03's README run: bbff0abd97303d08 with the Haswell or Zen kernels,
 // 2c90347cca59adc3 with SkylakeX/Cooperlake ones, on one AMD EPYC). The READMEs' outputs were
-// recorded with the AVX2 (Haswell) kernels, so every process the tests start uses those, on any
+// recorded with the AVX2 (Haswell) kernels, so every process the tests start uses those (and
+// oneDNN's AVX2 ones for the CNN's convolutions, DNNL_MAX_CPU_ISA), on any
 // x86-64 CPU that has AVX2 and FMA; runs within one test (ranks, references, Python's torch, which
 // loads the same libblas) agree either way. A test that sets OPENBLAS_CORETYPE itself keeps its own.
 std::vector<ProcResult> run_all(const std::vector<ProcSpec>& specs, double deadline_s) {
@@ -97,6 +98,7 @@ std::vector<ProcResult> run_all(const std::vector<ProcSpec>& specs, double deadl
     if (!std::getenv("OPENBLAS_CORETYPE") && !s.env.count("OPENBLAS_CORETYPE") && __builtin_cpu_supports("avx2") &&
         __builtin_cpu_supports("fma")) {
       env_strs.push_back("OPENBLAS_CORETYPE=Haswell");
+      if (!std::getenv("DNNL_MAX_CPU_ISA") && !s.env.count("DNNL_MAX_CPU_ISA")) env_strs.push_back("DNNL_MAX_CPU_ISA=AVX2");
     }
     for (const auto& [k, v] : s.env) env_strs.push_back(k + "=" + v);
     const std::string out = dir + "/" + std::to_string(i) + ".log";

@@ -36,7 +36,7 @@ gpus=0
 [ "$flavour" = cuda ] && gpus=$("$python" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
 if [ "$gpus" -ge "$world" ] && [ "$gpus" -gt 0 ]; then device=cuda; py_runs="copy resident"; else device=cpu; py_runs=copy; fi
 # Like for like: PyTorch's Python DDP runs without deterministic algorithms, so on a GPU 05_ddp
-# does too (its default is on: Note [Reproducible GPU runs]; 05_ddp/README.md says what it costs).
+# does too (its default is on: Note [Reproducible GPU runs]; 05_ddp/going_further/gpu.md says what it costs).
 # Enough epochs for every step (05_ddp stops after --epochs, 3 by default; Python runs on).
 cpp_extra=(--epochs $(( steps * batch * world / 60000 + 1 )))
 [ "$device" = cuda ] && cpp_extra+=(--deterministic off)

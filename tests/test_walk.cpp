@@ -11,9 +11,9 @@
 // The copy: the repository's files as a clone would have them (`git ls-files`: tracked, plus new
 // files git does not ignore, as they are in the working tree), with `build-cpu` linking to this
 // build. No `.venv` and no `build-cuda`: scripts/run.sh makes neither (the cuda flavour's setup
-// does), so a command that needs them needs a label. In it, first what scripts/run.sh runs once
-// it has built (`scripts/course.sh build-cpu`: runs/05_ddp and runs/06_slurm as a learner has
-// them), then the blocks.
+// does), so a command that needs them needs a label. In it, first the chapters scripts/run.sh
+// runs (it sources scripts/course.sh's; `scripts/course.sh build-cpu` runs the same ones: runs/05_ddp
+// and runs/06_slurm as a learner has them), then the blocks.
 //
 // Reading order: README.md; then each chapter's README (NN_name/README.md, by name), each followed
 // by the pages it links (relative links to .md files of the repository, in the order of their
@@ -59,7 +59,8 @@
 //   *Not run by the tests: needs a GPU.*
 // and is listed with its reason. Every other runnable block runs: one that cannot run here fails
 // the walk, so nothing is left unchecked without saying so.
-// DDP_WALK_SOURCE=<checkout> walks another checkout (a fresh clone, a branch) with this build.
+// DDP_WALK_SOURCE=<checkout> walks another checkout (a fresh clone, a branch) with this build;
+// DDP_WALK_KEEP=1 keeps the copy afterwards.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -98,7 +99,7 @@ namespace rb = ddp_test::readme;
 
 namespace {
 
-// What scripts/run.sh runs once it has built; the walk starts where it leaves a learner.
+// The chapters scripts/run.sh runs (it sources course.sh's); the walk starts where it leaves a learner.
 const std::string kAfterRunSh = "scripts/course.sh build-cpu";
 const double kDefaultTimeout = 120;
 
@@ -653,7 +654,7 @@ TEST(ReadmeWalk, CatchesAWrongExitAnUnlabelledBlockAndAHang) {
 // Note [Walking the READMEs]: the real pages, after what scripts/run.sh runs, in one copy.
 TEST(ReadmeWalk, EveryCommandInReadingOrder) {
   ASSERT_NE(read_text(walk_source() + "/scripts/run.sh").find("scripts/course.sh"), std::string::npos)
-      << "scripts/run.sh no longer runs scripts/course.sh: the walk's first step (kAfterRunSh) must follow what it runs";
+      << "scripts/run.sh no longer runs scripts/course.sh's chapters: the walk's first step (kAfterRunSh) must follow what it runs";
   const double t0 = ddp::monotonic_seconds();
   std::vector<std::string> md_files;
   const std::string copy = make_copy(md_files);
@@ -681,6 +682,11 @@ TEST(ReadmeWalk, EveryCommandInReadingOrder) {
   std::cout << "[walk] " << w.ran << " command(s) run, " << w.skipped << " skipped (tier, root, Slurm), " << w.not_run
             << " labelled not run; " << w.problems.size() << " problem(s); " << std::fixed << std::setprecision(0)
             << ddp::monotonic_seconds() - t0 << " s in all\n";
-  if (w.problems.empty() && !HasFailure()) fs::remove_all(fs::path(copy).parent_path());
-  else std::cout << "[walk] the copy is left for a look: " << copy << "\n";
+  // The copy's runs/ take 100 MB and more: kept only when asked.
+  if (const char* keep = std::getenv("DDP_WALK_KEEP"); keep && std::string(keep) == "1") {
+    std::cout << "[walk] the copy is kept (DDP_WALK_KEEP=1): " << copy << "\n";
+  } else {
+    fs::remove_all(fs::path(copy).parent_path());
+    if (HasFailure()) std::cout << "[walk] DDP_WALK_KEEP=1 keeps the copy for a look\n";
+  }
 }

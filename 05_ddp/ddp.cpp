@@ -1,7 +1,7 @@
 // provides: DistributedDataParallel's core: buckets of gradients all-reduced while backward runs.
 //
 // Read: the Notes, then the constructor and the hook in the order they run: on_gradient_ready()
-// (steps 4-5), launch_ready_buckets(), finish_backward() (steps 6-7: the wait and the rebuild).
+// (step 4), launch_ready_buckets() (step 5), finish_backward() (steps 6-7: the wait and the rebuild).
 // Skip on a first reading: ddp_extensions.cpp (comm hooks, overlap share, restore, buffers).
 #include "05_ddp/ddp.h"
 

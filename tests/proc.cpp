@@ -74,6 +74,14 @@ int count(const std::string& hay, const std::string& needle) {
 // oneDNN's AVX2 ones for the CNN's convolutions, DNNL_MAX_CPU_ISA), on any
 // x86-64 CPU that has AVX2 and FMA; runs within one test (ranks, references, Python's torch, which
 // loads the same libblas) agree either way. A test that sets OPENBLAS_CORETYPE itself keeps its own.
+std::vector<std::string> recorded_kernels() {
+  std::vector<std::string> kv;
+  if (std::getenv("OPENBLAS_CORETYPE") || !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return kv;
+  kv.push_back("OPENBLAS_CORETYPE=Haswell");
+  if (!std::getenv("DNNL_MAX_CPU_ISA")) kv.push_back("DNNL_MAX_CPU_ISA=AVX2");
+  return kv;
+}
+
 std::vector<ProcResult> run_all(const std::vector<ProcSpec>& specs, double deadline_s) {
   const std::string dir = temp_dir();
   std::vector<ProcResult> results(specs.size());
@@ -95,10 +103,8 @@ std::vector<ProcResult> run_all(const std::vector<ProcSpec>& specs, double deadl
     // backend would be NCCL (Note [Choosing the backend]); zero GPUs pins Gloo on the CPU.
     if (!s.env.count("DDP_GPU_COUNT") && !s.real_gpus) env_strs.push_back("DDP_GPU_COUNT=0");
     // See Note [OpenBLAS kernels and the recorded figures].
-    if (!std::getenv("OPENBLAS_CORETYPE") && !s.env.count("OPENBLAS_CORETYPE") && __builtin_cpu_supports("avx2") &&
-        __builtin_cpu_supports("fma")) {
-      env_strs.push_back("OPENBLAS_CORETYPE=Haswell");
-      if (!std::getenv("DNNL_MAX_CPU_ISA") && !s.env.count("DNNL_MAX_CPU_ISA")) env_strs.push_back("DNNL_MAX_CPU_ISA=AVX2");
+    for (const std::string& kv : recorded_kernels()) {
+      if (!s.env.count(kv.substr(0, kv.find('=')))) env_strs.push_back(kv);
     }
     for (const auto& [k, v] : s.env) env_strs.push_back(k + "=" + v);
     const std::string out = dir + "/" + std::to_string(i) + ".log";

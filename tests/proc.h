@@ -29,6 +29,10 @@ struct ProcResult {
 // (RANK, WORLD_SIZE, MASTER_*, LOCAL_*, SLURM_*, TORCHELASTIC_*), plus DDP_GPU_COUNT=0 (CPU
 // behaviour, also on a GPU host) unless spec.env sets it or spec.real_gpus, plus spec.env.
 std::vector<ProcResult> run_all(const std::vector<ProcSpec>& specs, double deadline_s);
+// The variables (NAME=value) that make LibTorch's CPU kernels those the READMEs were recorded
+// with, where this CPU can run them and the environment does not choose; run_all adds them.
+// See Note [OpenBLAS kernels and the recorded figures] in proc.cpp.
+std::vector<std::string> recorded_kernels();
 ProcResult run_one(const ProcSpec& spec, double deadline_s);
 
 // True on a host with an NVIDIA GPU (/dev/nvidia0): tests whose expectation depends on it say so.

@@ -203,7 +203,10 @@ TEST(Spawn, TheDefaultBackendFollowsTheGpusOfTheHost) {
     r = run_one(two_gpus, 60);
     EXPECT_EQ(r.exit_code, 2) << r.output;
 #ifdef DDP_HAS_NCCL
-    EXPECT_NE(r.output.find("--backend nccl needs a CUDA GPU, and none is visible"), std::string::npos) << r.output;
+    // No --backend was given: the refusal names the default it refuses, not a flag.
+    EXPECT_NE(r.output.find("backend nccl (default: 2 GPUs (env DDP_GPU_COUNT) for 2 local ranks, one GPU each) needs a CUDA GPU, and none is visible"),
+              std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("--backend nccl"), std::string::npos) << r.output;
 #else
     EXPECT_NE(r.output.find("was built without NCCL (a CPU build)"), std::string::npos) << r.output;
 #endif

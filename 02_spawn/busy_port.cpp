@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/basics/errors.h"
+#include "common/launch/net.h"
 
 namespace spawn {
 
@@ -57,7 +58,8 @@ void refuse_busy_port(const ddp::RankInfo& base) {
   if (err == 0) return;
   throw ddp::UsageError("port " + std::to_string(port) + " (" + base.master_port.source + ") cannot host the launcher's store: " +
                         std::strerror(err) + (err == EADDRINUSE ? " (another process listens on it)" : "") +
-                        ". Leave --master-port and MASTER_PORT unset to let the OS pick a free port, or pick another one");
+                        ". Leave --master-port and MASTER_PORT unset to let the OS pick a free port, or pick another one, e.g. " +
+                        std::to_string(ddp::find_free_port()) + " (free right now)");
 }
 
 }  // namespace spawn

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# exercise: 01.2 A broadcast from rank 0
+# kind: coding
+# time: 20 min
+# build: 01_join_group
+# proves: every rank of a world of 3, each started as its own process, received through a
+#         broadcast the number only rank 0 knows (its process id), and the group still passed its
+#         check.
+source "$(dirname "$0")/lib.sh"
+[ -x "$B/01_join_group" ] || fail "$B/01_join_group not found: build the course first (scripts/run.sh)"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# Started directly (not through `run`): $! is then the rank's own process id, the number rank 0
+# must broadcast. The ranks stop by themselves within --timeout; the watchdog is for a hang.
+for r in 0 1 2; do
+  MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$B/01_join_group" --rank "$r" --world-size 3 --timeout 20 > "$WORK/rank$r.log" 2>&1 &
+  pids[$r]=$!
+done
+(sleep 60; kill -9 "${pids[@]}" 2> /dev/null) &
+watchdog=$!
+for r in 0 1 2; do wait "${pids[$r]}"; codes[$r]=$?; done
+kill "$watchdog" 2> /dev/null
+for r in 0 1 2; do
+  [ "${codes[$r]}" = 0 ] || fail "rank $r exited ${codes[$r]}: $(tail -n 2 "$WORK/rank$r.log")"
+done
+for r in 0 1 2; do
+  got=$(sed -n "s/^\[rank $r\/3\] broadcast from rank 0: \([0-9]*\)\$/\1/p" "$WORK/rank$r.log")
+  [ -n "$got" ] || fail "rank $r printed no line 'broadcast from rank 0: <number>': add the broadcast after step 6 of 01_join_group/main.cpp (log it with ddp::log)"
+  [ "$got" = "${pids[0]}" ] || fail "rank $r got $got, but rank 0's process id was ${pids[0]}"
+done
+pass "ranks 0, 1 and 2 all got ${pids[0]}, rank 0's process id"

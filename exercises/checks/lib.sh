@@ -1,0 +1,41 @@
+# defines: what every exercise check uses (sourced by exercises/checks/<id>.sh; see exercises/README.md).
+#
+# A check is a bash script that runs the course's programs and decides PASS (exit 0) or FAIL
+# (exit 1, after saying what is missing). It reads:
+#   DDP_BUILD    the build folder whose programs it runs (scripts/exercise.sh sets it)
+#   DDP_ANSWERS  the answers file of the observation exercises (default exercises/answers.txt)
+#   WORK         a fresh scratch folder for its runs (made here, removed at exit)
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+B=${DDP_BUILD:-$ROOT/build-cpu}
+ANSWERS=${DDP_ANSWERS:-$ROOT/exercises/answers.txt}
+ID=$(basename "$0" .sh)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/exercise-$ID.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+# The CPU kernels the recorded figures were taken with (Note [OpenBLAS kernels and the recorded
+# figures] in tests/proc.cpp): a check that compares figures must see the same digits.
+if grep -q avx2 /proc/cpuinfo 2>/dev/null && grep -q fma /proc/cpuinfo 2>/dev/null; then
+  export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell} DNNL_MAX_CPU_ISA=${DNNL_MAX_CPU_ISA:-AVX2}
+fi
+
+pass() { echo "PASS $ID: $*"; exit 0; }
+fail() { echo "FAIL $ID: $*"; exit 1; }
+
+# run <seconds> <log> <program> [args...]: runs a program of the build with a time limit, its
+# output (stdout and stderr) into <log>; returns its exit code (124: it ran past the limit).
+run() {
+  local limit=$1 log=$2; shift 2
+  local prog=$1; shift
+  [ -x "$B/$prog" ] || { echo "FAIL $ID: $B/$prog not found: build the course first (scripts/run.sh)"; exit 1; }
+  (cd "$WORK" && timeout -k 5 "$limit" "$B/$prog" "$@") > "$log" 2>&1
+}
+
+# read_answer <id>: sets ANSWER to the student's answer to an observation exercise, from the
+# answers file (the text after "<id>:" on its line, trimmed); FAIL when there is none yet.
+read_answer() {
+  ANSWER=$(grep -E "^$1:" "$ANSWERS" 2>/dev/null | head -n 1 | sed -e 's/^[^:]*://' -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//')
+  [ -n "$ANSWER" ] || fail "no answer yet: write it after \"$1:\" in ${ANSWERS#$ROOT/}"
+}
+
+# last_match <regex> <file>: the last line of <file> matching <regex> (empty if none).
+last_match() { grep -E "$1" "$2" | tail -n 1; }

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Checks an exercise of the course: builds what it needs, runs its check, says PASS or FAIL.
+#
+#   scripts/exercise.sh list              every exercise: id, kind, time, title
+#   scripts/exercise.sh 01.2              build (incrementally) and check exercise 01.2
+#   scripts/exercise.sh --solution 01.2   show its solution: a patch, or the expected answer
+#   scripts/exercise.sh --handout DIR     a copy of the course for students, without solutions
+#
+# The checks live in exercises/checks/<id>.sh and exercises/README.md says how they work.
+# Environment: DDP_BUILD (the build folder, default build-cpu; build-cuda for the cuda flavour),
+# DDP_ANSWERS (your answers file, default exercises/answers.txt), DDP_EXERCISE_NO_BUILD=1 (check
+# the build as it is: the tests use it).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+checks=$root/exercises/checks
+usage() {
+  sed -n '4,7p' "$0" | sed 's/^# *//' >&2
+  exit 2
+}
+field() { sed -n "s/^# $1: *//p" "$2" | head -n 1; }
+exists() {
+  [[ $1 =~ ^0[1-6]\.[0-9]+$ ]] && [ -f "$checks/$1.sh" ] && return 0
+  echo "no exercise '$1': scripts/exercise.sh list shows them all" >&2
+  exit 2
+}
+
+[ $# -ge 1 ] || usage
+case $1 in
+  list)
+    for f in "$checks"/0*.sh; do
+      id=$(basename "$f" .sh)
+      printf '%-5s %-12s %-7s %s\n' "$id" "$(field kind "$f")" "$(field time "$f")" "$(field exercise "$f" | sed 's/^[0-9.]* *//')"
+    done
+    exit 0 ;;
+  --solution)
+    [ $# -eq 2 ] || usage
+    exists "$2"
+    if [ ! -d "$root/exercises/solutions" ]; then
+      echo "This copy of the course has no solutions (your teacher keeps them)." >&2
+      exit 2
+    fi
+    if [ "$(field kind "$checks/$2.sh")" = observation ]; then
+      grep -E "^$2:" "$root/exercises/solutions/answers.txt"
+      sed -n "/^# $2 why/,/^\$/p" "$root/exercises/solutions/answers.txt" | sed '/^$/d'
+    else
+      cat "$root/exercises/solutions/$2.patch"
+      echo "# apply it to your copy with: patch -p1 < exercises/solutions/$2.patch" >&2
+    fi
+    exit 0 ;;
+  --handout)
+    [ $# -eq 2 ] || usage
+    dest=$2
+    [ -e "$dest" ] && { echo "--handout: $dest exists: name a new folder" >&2; exit 2; }
+    git -C "$root" rev-parse --git-dir > /dev/null 2>&1 || { echo "--handout: $root is not a git clone" >&2; exit 2; }
+    mkdir -p "$dest"
+    # The committed course, less the solutions; a teacher's uncommitted edits stay out too.
+    git -C "$root" archive HEAD | tar -x -C "$dest" --exclude=exercises/solutions
+    echo "handout: $dest (commit $(git -C "$root" rev-parse --short HEAD), without exercises/solutions)"
+    exit 0 ;;
+  -h|--help) usage ;;
+esac
+
+[ $# -eq 1 ] || usage
+id=$1
+exists "$id"
+check=$checks/$id.sh
+export DDP_BUILD=${DDP_BUILD:-$root/build-cpu}
+if [ "${DDP_EXERCISE_NO_BUILD:-0}" != 1 ]; then
+  if [ ! -f "$DDP_BUILD/Makefile" ]; then
+    echo "No build in $DDP_BUILD yet: run scripts/run.sh (or scripts/build.sh cpu) first." >&2
+    exit 2
+  fi
+  targets=$(field build "$check")
+  echo "exercise $id: building $targets in ${DDP_BUILD#$root/} ..."
+  if ! cmake --build "$DDP_BUILD" -j2 --target $targets > "$DDP_BUILD/exercise-build.log" 2>&1; then
+    grep -E "error|Error" "$DDP_BUILD/exercise-build.log" | head -n 20
+    echo "FAIL $id: the build failed (whole log: ${DDP_BUILD#$root/}/exercise-build.log)"
+    exit 1
+  fi
+fi
+echo "exercise $id: $(field exercise "$check" | sed 's/^[0-9.]* *//')"
+bash "$check"

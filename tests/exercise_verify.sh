@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Proves one exercise's check both ways: it FAILs on the course as it is, and PASSes with the
+# solution. Usage: tests/exercise_verify.sh <id> <build folder>   (ctest: Exercise.<id>)
+#        tests/exercise_verify.sh --consistency <build folder> <ids registered in CMake...>
+#
+# Note [Solutions kept true]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~
+# An exercise rots when the course changes under it: its solution no longer applies or no
+# longer passes, or its check starts passing on the untouched course (then a student "passes"
+# by doing nothing). So CI runs every check twice:
+#   - untouched: the build as it is, and the blank answers file (exercises/answers.txt): the
+#     check must FAIL (exit 1) and say what is missing;
+#   - solved: an observation exercise with exercises/solutions/answers.txt; a coding exercise on
+#     a scratch copy of the course with exercises/solutions/<id>.patch applied, built by
+#     tests/overlay_build.py, which compiles only the files the patch changed (and those that
+#     include a changed header) with the build's own commands and precompiled header, and links
+#     them with the build's libraries: seconds, where a build folder of the copy would compile
+#     LibTorch's precompiled header and every library again. The check must PASS.
+# A copy handed out without solutions (scripts/exercise.sh --handout) skips these tests, saying so.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+checks=$root/exercises/checks
+field() { sed -n "s/^# $1: *//p" "$2" | head -n 1; }
+
+if [ "${1:-}" = --consistency ]; then
+  # Every check is registered, and every registered id has a check, its solution or answer,
+  # a line in the blank answers file (observation) and a mention in its chapter's README.
+  shift; build=$1; shift
+  bad=0
+  registered=" $* "
+  for f in "$checks"/0*.sh; do
+    id=$(basename "$f" .sh)
+    [[ $registered == *" $id "* ]] || { echo "exercise $id has a check but no test: add it to DDP_EXERCISES in tests/CMakeLists.txt"; bad=1; }
+  done
+  for id in "$@"; do
+    f=$checks/$id.sh
+    [ -f "$f" ] || { echo "exercise $id is registered but has no check $f"; bad=1; continue; }
+    for k in exercise kind time build proves; do
+      [ -n "$(field $k "$f")" ] || { echo "$f has no '# $k:' line"; bad=1; }
+    done
+    case $(field kind "$f") in
+      coding) [ -f "$root/exercises/solutions/$id.patch" ] || { echo "coding exercise $id has no exercises/solutions/$id.patch"; bad=1; } ;;
+      observation)
+        grep -qE "^$id:[[:space:]]*$" "$root/exercises/answers.txt" || { echo "exercises/answers.txt has no blank line '$id:'"; bad=1; }
+        grep -qE "^$id:[[:space:]]*[^[:space:]]" "$root/exercises/solutions/answers.txt" || { echo "exercises/solutions/answers.txt has no answer for $id"; bad=1; } ;;
+      *) echo "$f: kind must be coding or observation"; bad=1 ;;
+    esac
+    readme=$(ls -d "$root"/${id%%.*}_*/README.md 2> /dev/null | head -n 1)
+    grep -q "scripts/exercise.sh $id" "$readme" || { echo "${readme#$root/} does not tell how to check exercise $id (scripts/exercise.sh $id)"; bad=1; }
+  done
+  [ $bad = 0 ] && echo "$# exercises: each has a check, a solution and its place in its chapter's README"
+  exit $bad
+fi
+
+id=${1:?usage: tests/exercise_verify.sh <id> <build folder>}
+build=$(cd "${2:?usage: tests/exercise_verify.sh <id> <build folder>}" && pwd)
+check=$checks/$id.sh
+[ -f "$check" ] || { echo "no check $check"; exit 1; }
+if [ ! -d "$root/exercises/solutions" ]; then
+  echo "SKIPPED: this copy of the course has no exercises/solutions (a student's handout)"
+  exit 77
+fi
+kind=$(field kind "$check")
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/exercise-verify-$id.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+export DDP_EXERCISE_NO_BUILD=1
+
+echo "== $id ($kind), untouched: must FAIL"
+DDP_BUILD=$build DDP_ANSWERS=$root/exercises/answers.txt "$root/scripts/exercise.sh" "$id" > "$scratch/untouched.log" 2>&1
+code=$?
+cat "$scratch/untouched.log"
+[ $code = 1 ] || { echo "VERIFY $id: the untouched course must FAIL (exit 1), it exited $code"; exit 1; }
+grep -q "^FAIL $id: ..*" "$scratch/untouched.log" || { echo "VERIFY $id: the untouched course's FAIL line says nothing"; exit 1; }
+
+echo "== $id ($kind), solved: must PASS"
+if [ "$kind" = observation ]; then
+  DDP_BUILD=$build DDP_ANSWERS=$root/exercises/solutions/answers.txt "$root/scripts/exercise.sh" "$id"
+  code=$?
+else
+  # The course as this build was made from it: tracked and untracked-but-not-ignored files.
+  mkdir -p "$scratch/course"
+  (cd "$root" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -p -t "$scratch/course") ||
+    { echo "VERIFY $id: could not copy the course"; exit 1; }
+  (cd "$scratch/course" && patch -p1 --quiet --no-backup-if-mismatch < "$root/exercises/solutions/$id.patch") ||
+    { echo "VERIFY $id: exercises/solutions/$id.patch no longer applies to the course"; exit 1; }
+  python3 "$root/tests/overlay_build.py" "$build" "$root" "$scratch/course" "$scratch/bin" $(field build "$check") ||
+    { echo "VERIFY $id: the solved course does not build"; exit 1; }
+  # The copy's own check and lib (a solution never changes them), run against the copy's programs.
+  DDP_BUILD=$scratch/bin DDP_ANSWERS=$root/exercises/answers.txt "$root/scripts/exercise.sh" "$id"
+  code=$?
+fi
+[ $code = 0 ] || { echo "VERIFY $id: the check must PASS with the solution, it exited $code"; exit 1; }
+echo "VERIFY $id: FAILs untouched, PASSes solved"

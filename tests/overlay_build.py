@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Builds chapter programs of a changed copy of the course, reusing an existing build of the course.
+
+Usage: overlay_build.py BUILD SOURCE COPY OUT TARGET...
+
+BUILD is a configured and built build folder of the course at SOURCE (with compile_commands.json);
+COPY is a copy of SOURCE with some files changed (an exercise's solution applied). Every object
+of TARGET's programs and libraries whose source or headers (from the compiler's depfiles) changed
+is compiled again from COPY, with BUILD's own flags and precompiled header; its library is copied
+with the member replaced; the program is linked with BUILD's link command. Everything else is
+BUILD's own. OUT gets the new programs, and a link to each other program of BUILD, so that OUT
+can stand in for BUILD (DDP_BUILD=OUT).
+
+Why not a build folder of COPY: that compiles LibTorch's 670 MB precompiled header and every
+library again, minutes per exercise and flavour. This compiles one or two files. See
+Note [Solutions kept true] in tests/exercise_verify.sh.
+"""
+import filecmp
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+
+
+def fail(msg):
+    print(f"overlay_build: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def changed_files(source, copy):
+    """Files of COPY whose content differs from SOURCE's (absolute SOURCE paths), and new ones."""
+    changed = set()
+    for root, dirs, files in os.walk(copy):
+        dirs[:] = [d for d in dirs if not d.startswith("build") and d not in (".git", ".venv", "runs")]
+        for f in files:
+            c = os.path.join(root, f)
+            s = os.path.join(source, os.path.relpath(c, copy))
+            if not os.path.exists(s) or not filecmp.cmp(s, c, shallow=False):
+                changed.add(os.path.normpath(s))
+    return changed
+
+
+def depfile_deps(path):
+    """The files a depfile (gcc -MD) lists."""
+    if not os.path.exists(path):
+        return None
+    text = open(path).read().replace("\\\n", " ")
+    deps = []
+    for line in text.splitlines():
+        if ":" not in line:
+            continue
+        deps += line.split(":", 1)[1].split()
+    return deps
+
+
+def main():
+    if len(sys.argv) < 6:
+        fail(__doc__.strip().splitlines()[2])
+    build, source, copy, out = (os.path.abspath(a) for a in sys.argv[1:5])
+    targets = sys.argv[5:]
+    db_path = os.path.join(build, "compile_commands.json")
+    if not os.path.exists(db_path):
+        fail(f"{db_path} not found: configure the build with CMAKE_EXPORT_COMPILE_COMMANDS=ON (the course's CMakeLists.txt does)")
+    db = json.load(open(db_path))
+    changed = changed_files(source, copy)
+    print(f"overlay_build: changed in the copy: {', '.join(sorted(os.path.relpath(c, source) for c in changed)) or 'nothing'}")
+    os.makedirs(out, exist_ok=True)
+
+    def rel_in_source(path):
+        path = os.path.normpath(path)
+        if path.startswith(source + os.sep) and not path.startswith(build + os.sep):
+            return os.path.relpath(path, source)
+        return None
+
+    # Which objects to compile again: those whose source or any header it read changed.
+    recompiled = {}  # object path (absolute, in BUILD) -> new object path (in OUT)
+    for entry in db:
+        d = entry["directory"]
+        args = shlex.split(entry["command"])
+        obj = args[args.index("-o") + 1]
+        obj_abs = os.path.normpath(os.path.join(d, obj))
+        deps = depfile_deps(obj_abs + ".d")
+        if deps is None:
+            deps = [entry["file"]]
+        deps = {os.path.normpath(os.path.join(d, x)) for x in deps} | {os.path.normpath(entry["file"])}
+        if not deps & changed:
+            continue
+        new_obj = os.path.join(out, "objects", os.path.relpath(obj_abs, build))
+        os.makedirs(os.path.dirname(new_obj), exist_ok=True)
+        new_args = []
+        k = 0
+        while k < len(args):
+            a = args[k]
+            if a == "-o":
+                new_args += ["-o", new_obj]
+                k += 2
+                continue
+            if a.startswith("-I") and len(a) > 2 and rel_in_source(a[2:]) is not None:
+                a = "-I" + os.path.join(copy, rel_in_source(a[2:]))
+            elif a.startswith("-I") and len(a) > 2 and os.path.normpath(a[2:]) == source:
+                a = "-I" + copy
+            elif os.path.isabs(a) and rel_in_source(a) is not None and a.endswith((".cpp", ".cc", ".cxx")):
+                a = os.path.join(copy, rel_in_source(a))
+            new_args.append(a)
+            k += 1
+        print(f"overlay_build: compiling {os.path.relpath(entry['file'], source)}", flush=True)
+        r = subprocess.run(new_args, cwd=d)
+        if r.returncode != 0:
+            print(f"overlay_build: compiling {os.path.relpath(entry['file'], source)} FAILED", file=sys.stderr)
+            sys.exit(1)
+        recompiled[obj_abs] = new_obj
+
+    for target in targets:
+        link_dir = None
+        for sub in ("", "tests"):
+            candidate = os.path.join(build, sub, "CMakeFiles", f"{target}.dir", "link.txt")
+            if os.path.exists(candidate):
+                link_dir, link_txt = os.path.join(build, sub), candidate
+                break
+        if link_dir is None:
+            fail(f"no link command for target {target} in {build}")
+        args = shlex.split(open(link_txt).read())
+        new_args = []
+        k = 0
+        while k < len(args):
+            a = args[k]
+            if a == "-o":
+                new_args += ["-o", os.path.join(out, target)]
+                k += 2
+                continue
+            full = os.path.normpath(os.path.join(link_dir, a))
+            if a.endswith(".o") and full in recompiled:
+                a = recompiled[full]
+            elif a.endswith(".a") and full.startswith(build + os.sep):
+                # A library of the course: a copy with the recompiled members replaced.
+                lib_dir = os.path.join(build, "CMakeFiles", os.path.basename(a)[3:-2] + ".dir")
+                members = [n for o, n in recompiled.items() if o.startswith(lib_dir + os.sep)]
+                if members:
+                    new_lib = os.path.join(out, "libs", os.path.basename(a))
+                    if not os.path.exists(new_lib):
+                        os.makedirs(os.path.dirname(new_lib), exist_ok=True)
+                        shutil.copy(full, new_lib)
+                        subprocess.run(["ar", "r", new_lib] + members, check=True)
+                    a = new_lib
+            new_args.append(a)
+            k += 1
+        print(f"overlay_build: linking {target}", flush=True)
+        if os.path.lexists(os.path.join(out, target)):
+            os.remove(os.path.join(out, target))
+        if subprocess.run(new_args, cwd=link_dir).returncode != 0:
+            print(f"overlay_build: linking {target} FAILED", file=sys.stderr)
+            sys.exit(1)
+
+    # The rest of BUILD's programs, as they are.
+    for name in os.listdir(build):
+        p = os.path.join(build, name)
+        if os.path.isfile(p) and os.access(p, os.X_OK) and not os.path.lexists(os.path.join(out, name)):
+            os.symlink(p, os.path.join(out, name))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,14 +1,23 @@
 // allreduce_bench: all-reduce time by message size, ours (through the flight recorder, as DDP's
 // buckets go) against a plain c10d Gloo all-reduce, measured in the same run. One process per
-// rank, started by 02_spawn; rank 0 appends one CSV line per size for bench/cost_model.
+// rank, started by 02_spawn; rank 0 appends one CSV line per size for bench/cost_model. With
+// --versus ring, "ours" is chapter 03's ring all-reduce (ch03::ring_allreduce, built from
+// 03_manual_allreduce/main.cpp itself), and the alpha-beta model fitted to the run's c10d times
+// is printed beside both.
 //
 // Usage (bench/cost_model.sh runs it at world sizes 2, 3 and 4):
 //   ./build-cpu/02_spawn --nproc-per-node 2 -- ./build-cpu/allreduce_bench --csv runs/allreduce.csv
+//   ./build-cpu/02_spawn --nproc-per-node 3 -- ./build-cpu/allreduce_bench --versus ring --max-bytes 16777216 --factor 16
 //
 // Expected output (rank 0; figures of the machine it runs on):
-//   [rank 0/2] world 2   4096 B: plain 101.2 us, ours 103.9 us, plain/ours 0.97
+//   [rank 0/2] world 2       4096 B: plain 101.2 us, ours 103.9 us, plain/ours 0.97
 //   ...
-//   [rank 0/2] world 2   64 MiB: plain 81234.0 us, ours 80987.1 us, plain/ours 1.00
+//   [rank 0/2] world 2   67108864 B: plain 81234.0 us, ours 80987.1 us, plain/ours 1.00
+// With --versus ring (the table in bench/README.md):
+//   [rank 0/3] world 3       4096 B: c10d 2544.6 us, ring 5005.8 us, ring/c10d 1.97
+//   ...
+//   [rank 0/3] alpha-beta model fitted to the c10d times above: alpha ..., beta ...
+//   [rank 0/3] world 3       4096 B: model ... us; c10d/model ..., ring/model ...
 
 #include <algorithm>
 #include <chrono>
@@ -20,6 +29,12 @@
 #include "common/observe/flight_recorder.h"
 #include "common/basics/log.h"
 #include "common/group/process_group.h"
+#include "bench/alpha_beta.h"
+
+namespace ch03 {
+// Chapter 03's ring all-reduce, defined in 03_manual_allreduce/main.cpp (see CMakeLists.txt).
+int64_t ring_allreduce(ddp::Backend& pg, torch::Tensor& t);
+}  // namespace ch03
 
 namespace {
 
@@ -58,16 +73,21 @@ int main(int argc, char** argv) {
   int64_t min_bytes = 4096, max_bytes = 64 << 20;
   int rounds = 5;
   int64_t round_bytes = 32 << 20;
-  std::string csv, dtype = "float32";
+  int64_t factor = 2;
+  std::string csv, dtype = "float32", versus = "recorder";
   app.add_option("--dtype", dtype, "What is summed: float32 (gradients), or float16/bfloat16 (what --comm-hook fp16/bf16 sends)")
       ->check(CLI::IsMember({"float32", "float16", "bfloat16"}));
   app.add_option("--min-bytes", min_bytes, "Smallest message")->check(CLI::Range(int64_t{4}, int64_t{1} << 32));
-  app.add_option("--max-bytes", max_bytes, "Largest message; sizes double from --min-bytes")
+  app.add_option("--max-bytes", max_bytes, "Largest message; sizes grow by --factor from --min-bytes")
       ->check(CLI::Range(int64_t{4}, int64_t{1} << 32));
+  app.add_option("--factor", factor, "Each size is this many times the last")->check(CLI::Range(int64_t{2}, int64_t{1} << 20));
+  app.add_option("--versus", versus, "What c10d's plain all-reduce is timed against: recorder (ours: the same all-reduce "
+                                     "through the flight recorder) or ring (chapter 03's ring all-reduce, from send/recv)")
+      ->check(CLI::IsMember({"recorder", "ring"}));
   app.add_option("--rounds", rounds, "Rounds per size, the best counts")->check(CLI::PositiveNumber);
   app.add_option("--round-bytes", round_bytes, "Bytes all-reduced per round and variant (at least 2 all-reduces): less on a slow link")
       ->check(CLI::Range(int64_t{4}, int64_t{1} << 34));
-  app.add_option("--csv", csv, "Rank 0 appends 'world,bytes,plain_us,ours_us' lines here");
+  app.add_option("--csv", csv, "Rank 0 appends 'world,bytes,plain_us,ours_us' lines here (ours: --versus's)");
   ddp::parse_flags(app, argc, argv);
 
   return ddp::guarded_main([&] {
@@ -81,7 +101,9 @@ int main(int argc, char** argv) {
       out.open(csv, std::ios::app);
       if (!out) throw ddp::UsageError("--csv: cannot append to " + csv);
     }
-    for (int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
+    const bool ring = versus == "ring";
+    std::vector<ddp::cost::Point> c10d_points, ring_points;
+    for (int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= factor) {
       const auto type = dtype == "float32" ? torch::kFloat32 : dtype == "float16" ? torch::kHalf : torch::kBFloat16;
       const int64_t elements = std::max<int64_t>(1, bytes / torch::elementSize(type));
       std::vector<torch::Tensor> t{torch::zeros({elements}, type)};
@@ -90,16 +112,43 @@ int main(int argc, char** argv) {
       g.pg->allreduce(t)->wait();  // warm-up: Gloo sets up the pairs' buffers for this size
       double plain = 1e300, ours = 1e300;
       for (int r = 0; r < rounds; ++r) {
-        const auto [p, o] = timed_round(
-            g, iters, [&] { g.pg->allreduce(t)->wait(); },
-            [&] { ddp::run(g, "all-reduce", "bench", bytes, [&] { return g.pg->allreduce(t); }); });
+        const auto [p, o] = timed_round(g, iters, [&] { g.pg->allreduce(t)->wait(); }, [&] {
+          if (ring) {
+            ch03::ring_allreduce(*g.pg, t[0]);
+          } else {
+            ddp::run(g, "all-reduce", "bench", bytes, [&] { return g.pg->allreduce(t); });
+          }
+        });
         plain = std::min(plain, p), ours = std::min(ours, o);
       }
       char line[200];
-      std::snprintf(line, sizeof(line), "world %d %10lld B: plain %.1f us, ours %.1f us, plain/ours %.2f", g.size(),
-                    static_cast<long long>(bytes), plain, ours, plain / ours);
+      if (ring) {
+        std::snprintf(line, sizeof(line), "world %d %10lld B: c10d %.1f us, ring %.1f us, ring/c10d %.2f", g.size(),
+                      static_cast<long long>(bytes), plain, ours, ours / plain);
+        c10d_points.push_back({g.size(), static_cast<double>(bytes), plain * 1e-6});
+        ring_points.push_back({g.size(), static_cast<double>(bytes), ours * 1e-6});
+      } else {
+        std::snprintf(line, sizeof(line), "world %d %10lld B: plain %.1f us, ours %.1f us, plain/ours %.2f", g.size(),
+                      static_cast<long long>(bytes), plain, ours, plain / ours);
+      }
       ddp::log0(line);
       if (out.is_open()) out << g.size() << "," << bytes << "," << plain << "," << ours << "\n" << std::flush;
+    }
+    // Note [The alpha-beta model of a ring all-reduce] (bench/alpha_beta.h), fitted to c10d's
+    // times of this run: what a ring of these ranks should cost, against what both rings took.
+    if (ring && c10d_points.size() >= 2) {
+      const ddp::cost::AlphaBeta m = ddp::cost::fit(c10d_points);
+      char line[200];
+      std::snprintf(line, sizeof(line), "alpha-beta model fitted to the c10d times above: alpha %.1f us, beta %.3f ns/byte (%.1f MB/s)",
+                    m.alpha * 1e6, m.beta * 1e9, 1e-6 / m.beta);
+      ddp::log0(line);
+      for (size_t k = 0; k < c10d_points.size(); ++k) {
+        const double model = m.time(g.size(), c10d_points[k].bytes);
+        std::snprintf(line, sizeof(line), "world %d %10lld B: model %.1f us; c10d/model %.2f, ring/model %.2f", g.size(),
+                      static_cast<long long>(c10d_points[k].bytes), model * 1e6, c10d_points[k].seconds / model,
+                      ring_points[k].seconds / model);
+        ddp::log0(line);
+      }
     }
     g.pg->barrier()->wait();
     return ddp::kExitOk;

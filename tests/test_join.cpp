@@ -320,3 +320,23 @@ TEST(ExplainEnv, PrintsEachValueWithItsSourceAndJoinsNothing) {
   EXPECT_NE(r.output.find("master_port      = 1234   <- env MASTER_PORT"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("joining"), std::string::npos) << r.output;
 }
+
+// Note [One user's store] in common/group/process_group.cpp: a classroom on one server, where
+// another student's rank 1 reaches this store on a shared port. It is refused with exit 2 and the
+// port hint, and the owner's group forms as if it had never come, even when it arrives first.
+TEST(JoinFailure, AnotherUsersRankIsRefusedAndTheOwnersGroupGoesOn) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to start a rank as another user (setpriv)";
+  if (::access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "needs setpriv (util-linux) to start a rank as another user";
+  const int port = free_port();
+  ProcSpec stranger = rank_of(1, 2, port, 8);
+  stranger.argv.insert(stranger.argv.begin(), {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"});
+  stranger.argv[4] = bin("01_join_group");
+  ProcSpec owner0 = rank_of(0, 2, port, 8), owner1 = rank_of(1, 2, port, 8);
+  owner0.start_delay_s = 0.5;  // the stranger is already waiting when the store comes up
+  owner1.start_delay_s = 2.0;  // and the owner's own rank 1 comes after the stranger left
+  auto rs = run_all({stranger, owner0, owner1}, 60);
+  EXPECT_EQ(rs[0].exit_code, 2) << all_output(rs);
+  EXPECT_EQ(count(rs[0].output, "belongs to a run of user"), 1) << rs[0].output;
+  EXPECT_EQ(count(rs[0].output, "Give your ranks a port of your own, e.g. --master-port "), 1) << rs[0].output;
+  expect_joined({rs[1], rs[2]});
+}

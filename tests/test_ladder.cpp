@@ -59,6 +59,44 @@ TEST_P(Ladder, ManualAndHookAveragingAreBitIdenticalAndMatchOneProcess) {
 // 3 catches code that assumes a power of two.
 INSTANTIATE_TEST_SUITE_P(WorldSize, Ladder, ::testing::Values(1, 2, 3, 4));
 
+// --allreduce ring: chapter 03's own ring all-reduce (Note [The ring all-reduce] in its main.cpp)
+// trains at any world size and passes the chapter's checks. The output layer's bias has 1
+// element, fewer than the ranks from 2 on: its other chunks are empty; 16 and 128 elements do
+// not divide by 3, 5 or 7: uneven chunks.
+class Ring : public ::testing::TestWithParam<int> {};
+
+TEST_P(Ring, TrainsAndSendsExactlyTheRingsBytes) {
+  const int world = GetParam();
+  // The toy model's size, from its definition (Linear(F,H) -> Tanh -> Linear(H,1), float32),
+  // not from the program's output: weights and biases of both layers.
+  std::smatch m;
+  const std::string header = read_text(std::string(DDP_SOURCE_DIR) + "/common/data/toy_task.h");
+  ASSERT_TRUE(std::regex_search(header, m, std::regex(R"(kFeatures = (\d+), kHidden = (\d+);)"))) << header;
+  const long long features = std::stoll(m[1]), hidden = std::stoll(m[2]);
+  const long long grad_bytes = 4 * (features * hidden + hidden + hidden * 1 + 1);  // 4 x 161
+  const long long total = 2LL * (world - 1) * grad_bytes;  // every chunk sent n-1 times in each half
+
+  const ProcResult r = train("03_manual_allreduce", world, {"--allreduce", "ring"});
+  expect_checks_passed(r, world);
+  const std::string bytes_ok = "check: ring bytes sent by all ranks: " + std::to_string(total) + " = 2(n-1) x " +
+                               std::to_string(grad_bytes) + ": OK";
+  EXPECT_EQ(count(r.output, bytes_ok), world) << bytes_ok << "\n" << r.output;
+  // The ranks' own counts ("ring: sent X bytes per step") add up to the same total.
+  long long sum = 0;
+  int lines = 0;
+  const std::regex sent(R"(ring: sent (\d+) bytes per step)");
+  for (std::sregex_iterator it(r.output.begin(), r.output.end(), sent), end; it != end; ++it, ++lines) sum += std::stoll((*it)[1]);
+  EXPECT_EQ(lines, world) << r.output;
+  EXPECT_EQ(sum, total) << r.output;
+  EXPECT_EQ(count(r.output, "check: ring against c10d's all-reduce: max |diff| = "), world) << r.output;
+  EXPECT_EQ(count(r.output, " (tolerance 1e-05): OK"), world) << r.output;
+  // At 1 and 2 ranks the additions come in c10d's order: see Note [Ring against c10d: when the bits agree].
+  if (world <= 2) EXPECT_EQ(count(r.output, ", bit-identical (tolerance"), world) << r.output;
+}
+
+// 1: nothing to send; 3, 5, 7: no power of two; 7: tensors shorter than the world.
+INSTANTIATE_TEST_SUITE_P(WorldSize, Ring, ::testing::Values(1, 2, 3, 4, 5, 7));
+
 TEST(Ladder, StockOptimizersWorkWithHooks) {
   for (int world : {2, 3}) {
     expect_checks_passed(train("04_grad_hooks", world, {"--momentum", "0.9", "--comm", "async"}), world);

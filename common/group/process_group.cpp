@@ -1,6 +1,7 @@
 // provides: the process-group layer: store, roll call, Gloo/NCCL backend, with loud bounded failures.
 #include "common/group/process_group.h"
 
+#include <pwd.h>
 #include <unistd.h>
 
 #include <sstream>
@@ -150,6 +151,17 @@ c10::intrusive_ptr<c10d::Store> make_store(const RankInfo& info) {
 // processes that claim one rank (the counter reaches 2), and the first rank to arrive records
 // the world size so that a process started with another one is refused. Whoever detects such a
 // conflict writes rollcall/abort, so that every other rank stops too instead of waiting.
+//
+// Note [One user's store]
+// Twenty students on one server, each starting chapter 01 from two terminals with torchrun's
+// default MASTER_PORT 29500: the first student's rank 0 holds the port (the others' rank 0 are
+// refused: "port 29500 is already in use"), but every student's rank 1 reaches that store and
+// would claim a rank in a stranger's group. A TCP store has no owner, so rank 0 records its user
+// (rollcall/user) and every other rank waits for that record before it writes anything: a
+// process of another user leaves at once with exit 2, and the owner's group goes on as if it had
+// never come. (Rank 0 and not the first to arrive: students start rank 1 first as often as not.)
+// Ranks of one job always run as one user (torchrun, srun, 02_spawn), so this refuses nothing
+// real. The classroom's fix is a port per student: docs/teaching.md.
 void roll_call(c10d::Store& store, const RankInfo& info) {
   const int r = info.rank.value, n = info.world_size.value;
   const std::string me = "rank " + std::to_string(r) + " on host " + info.host + " pid " + std::to_string(::getpid());
@@ -158,6 +170,7 @@ void roll_call(c10d::Store& store, const RankInfo& info) {
       info.file_init() ? " (with --init file://, a store file left by an earlier run also causes this: delete " +
                              info.file_path() + ")"
                        : "";
+  const auto deadline = std::chrono::steady_clock::now() + info.timeout();
   std::vector<std::string> keys;
   for (int i = 0; i < n; ++i) keys.push_back("rollcall/rank/" + std::to_string(i));
   auto present_ranks = [&] {
@@ -184,6 +197,24 @@ void roll_call(c10d::Store& store, const RankInfo& info) {
   };
 
   try {
+    // Note [One user's store]: rank 0 records its user; the others wait for the record (a
+    // stranger's rank started first must not record itself) and leave if it is not theirs.
+    const passwd* pw = ::getpwuid(::getuid());
+    const std::string user = std::string(pw ? pw->pw_name : "?") + " (uid " + std::to_string(::getuid()) + ")";
+    if (r == 0) store.set("rollcall/user", bytes(user));
+    while (r != 0 && !store.check({"rollcall/user"}) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (r != 0 && store.check({"rollcall/user"})) {
+      const std::string owner = text(store.get("rollcall/user"));
+      if (owner != user) {  // touch nothing more of a stranger's store
+        const int free_port = find_free_port();
+        throw UsageError("the store at " + where(info) + " belongs to a run of user " + owner + ", and you are " +
+                         user + ": another user's job uses this port. Give your ranks a port of your own, e.g. "
+                         "--master-port " + std::to_string(free_port) + " (free right now) or MASTER_PORT=" +
+                         std::to_string(free_port));
+      }
+    }
     store.add("rollcall/arrived", 1);  // processes, not ranks: two may claim one rank
     // The world size is checked before the rank is claimed: a claim from a process with the
     // wrong size could otherwise complete the others' roll call before it is refused.
@@ -205,7 +236,6 @@ void roll_call(c10d::Store& store, const RankInfo& info) {
       abort_all(true, "rank " + std::to_string(r) + " was claimed by two processes (the second is " + me +
                           "): give every process its own --rank");
     }
-    const auto deadline = std::chrono::steady_clock::now() + info.timeout();
     while (true) {
       if (store.check({"rollcall/abort"})) {
         const std::string reason = text(store.get("rollcall/abort"));

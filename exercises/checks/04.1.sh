@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# exercise: 04.1 Which gradient is ready first?
+# kind: coding
+# time: 25 min
+# build: 04_grad_hooks
+# proves: the hooks fire once per parameter, from the last layer's bias back to the first layer's
+#         weight (the reverse of the order the model defines its parameters in), and the order the
+#         hooks logged is the order in which the all-reduces really started (rank 0's --trace).
+source "$(dirname "$0")/lib.sh"
+run 60 "$WORK/run.log" 02_spawn --nproc-per-node 2 -- "$B/04_grad_hooks" --comm async --trace "$WORK/t.json" ||
+  fail "the run failed: $(tail -n 3 "$WORK/run.log")"
+grep -q '^\[rank 0/2\] gradient ready: ' "$WORK/run.log" ||
+  fail "rank 0 printed no line 'gradient ready: <name> (<bytes> bytes)': in section 3 of 04_grad_hooks/main.cpp, walk model->named_parameters() to have each parameter's name, and log it from its hook with ddp::log0, during the first backward only"
+# The hooks' lines against the trace: rank 0's all-reduces of step 0 (from the first forward to the
+# second), in the order they started.
+python3 - "$WORK/run.log" "$WORK/t.json" > "$WORK/verdict" <<'PY'
+import json, re, sys
+lines = [l for l in open(sys.argv[1]) if l.startswith("[rank 0/2] gradient ready: ")]
+logged = []
+for l in lines:
+    m = re.match(r"\[rank 0/2\] gradient ready: (\S+) \((\d+) bytes\)$", l.strip())
+    if not m:
+        print("FAIL the line '%s' is not 'gradient ready: <name> (<bytes> bytes)'" % l.strip()); sys.exit()
+    logged.append((m.group(1), int(m.group(2))))
+d = json.load(open(sys.argv[2]))
+ev = [e for e in (d["traceEvents"] if isinstance(d, dict) else d) if e.get("pid") == 0 and e.get("ph") == "X"]
+fwd = sorted(e["ts"] for e in ev if e["name"] == "forward")
+step0 = sorted((e["ts"], e["args"]["bytes"]) for e in ev if e["name"] == "all-reduce" and fwd[0] <= e["ts"] < fwd[1])
+started = [b for _, b in step0]
+if len(logged) != len(started):
+    print("FAIL rank 0 logged %d 'gradient ready' lines, but one step starts %d all-reduces, one per parameter: log each hook once, in the first backward only (the hooks run in every step)" % (len(logged), len(started))); sys.exit()
+if [b for _, b in logged] != started:
+    print("FAIL your lines say the gradients came with %s bytes, in this order, but the trace has the all-reduces start with %s bytes: log the gradient's own size (numel x element_size), in the hook, before its all-reduce" % ([b for _, b in logged], started)); sys.exit()
+names = [n for n, _ in logged]
+def place(n):  # where named_parameters() of the Sequential puts it: layer, then weight before bias
+    m = re.match(r"(\d+)\.(weight|bias)$", n)
+    return (int(m.group(1)), m.group(2) == "bias") if m else None
+if len(set(names)) != len(names) or None in map(place, names):
+    print("FAIL the names %s are not each parameter's once, as model->named_parameters() names them (the key of each item)" % names); sys.exit()
+if names != sorted(names, key=place, reverse=True):
+    print("FAIL the names %s are not in the reverse of the order the model defines them: is each hook logging its own parameter's name (capture it in the lambda)?" % names); sys.exit()
+print("PASS %s: the last layer's bias first, the first layer's weight last; the trace's all-reduces started in that order (%s bytes)" % (", ".join(names), ", ".join(map(str, started))))
+PY
+verdict=$(cat "$WORK/verdict")
+case $verdict in
+  PASS*) pass "${verdict#PASS }" ;;
+  FAIL*) fail "${verdict#FAIL }" ;;
+  *) fail "could not read the run's log and trace: $verdict" ;;
+esac

@@ -2,6 +2,7 @@
 # Proves one exercise's check both ways: it FAILs on the course as it is, and PASSes with the
 # solution. Usage: tests/exercise_verify.sh <id> <build folder>   (ctest: Exercise.<id>)
 #        tests/exercise_verify.sh --consistency <build folder> <ids registered in CMake...>
+#        tests/exercise_verify.sh --handout <build folder>   (a copy without solutions)
 #
 # Note [Solutions kept true]
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -50,6 +51,27 @@ if [ "${1:-}" = --consistency ]; then
   done
   [ $bad = 0 ] && echo "$# exercises: each has a check, a solution and its place in its chapter's README"
   exit $bad
+fi
+
+if [ "${1:-}" = --handout ]; then
+  # A student's copy (scripts/exercise.sh --handout): the course without exercises/solutions,
+  # whose checks still run and fail, whose --solution says the teacher keeps them, and whose
+  # exercise tests skip.
+  build=$2
+  git -C "$root" rev-parse --git-dir > /dev/null 2>&1 || { echo "SKIPPED: not a git clone (--handout exports the committed course)"; exit 77; }
+  scratch=$(mktemp -d "${TMPDIR:-/tmp}/exercise-handout.XXXXXX")
+  trap 'rm -rf "$scratch"' EXIT
+  "$root/scripts/exercise.sh" --handout "$scratch/h" || { echo "--handout failed"; exit 1; }
+  [ -f "$scratch/h/scripts/exercise.sh" ] && [ -f "$scratch/h/exercises/checks/01.1.sh" ] || { echo "the handout lacks the course"; exit 1; }
+  [ ! -e "$scratch/h/exercises/solutions" ] || { echo "the handout has exercises/solutions"; exit 1; }
+  out=$("$scratch/h/scripts/exercise.sh" --solution 01.2 2>&1); code=$?
+  [ $code = 2 ] && [[ $out == *"no solutions"* ]] || { echo "--solution in the handout: exit $code: $out"; exit 1; }
+  out=$("$scratch/h/tests/exercise_verify.sh" 01.2 "$build" 2>&1); code=$?
+  [ $code = 77 ] || { echo "the exercise test in the handout must skip (77), it exited $code: $out"; exit 1; }
+  out=$(DDP_BUILD=$build DDP_EXERCISE_NO_BUILD=1 "$scratch/h/scripts/exercise.sh" 01.2 2>&1); code=$?
+  [ $code = 1 ] && [[ $out == *"FAIL 01.2: "* ]] || { echo "check 01.2 in the handout: exit $code: $out"; exit 1; }
+  echo "handout: no solutions; --solution says so; the exercise tests skip; the checks run and FAIL untouched"
+  exit 0
 fi
 
 id=${1:?usage: tests/exercise_verify.sh <id> <build folder>}

@@ -45,7 +45,7 @@ case $1 in
       sed -n "/^# $2 why/,/^\$/p" "$root/exercises/solutions/answers.txt" | sed '/^$/d'
     else
       cat "$root/exercises/solutions/$2.patch"
-      echo "# apply it to your copy with: patch -p1 < exercises/solutions/$2.patch" >&2
+      echo "# apply it to your copy with: git apply exercises/solutions/$2.patch" >&2
     fi
     exit 0 ;;
   --handout)

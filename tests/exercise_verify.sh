@@ -103,7 +103,7 @@ else
   mkdir -p "$scratch/course"
   (cd "$root" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -p -t "$scratch/course") ||
     { echo "VERIFY $id: could not copy the course"; exit 1; }
-  (cd "$scratch/course" && patch -p1 --quiet --no-backup-if-mismatch < "$root/exercises/solutions/$id.patch") ||
+  (cd "$scratch/course" && git apply "$root/exercises/solutions/$id.patch") ||
     { echo "VERIFY $id: exercises/solutions/$id.patch no longer applies to the course"; exit 1; }
   python3 "$root/tests/overlay_build.py" "$build" "$root" "$scratch/course" "$scratch/bin" $(field build "$check") ||
     { echo "VERIFY $id: the solved course does not build"; exit 1; }

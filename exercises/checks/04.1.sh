@@ -2,7 +2,7 @@
 # exercise: 04.1 Which gradient is ready first?
 # kind: coding
 # time: 25 min
-# build: 04_grad_hooks
+# build: 04_grad_hooks 02_spawn
 # proves: the hooks fire once per parameter, from the last layer's bias back to the first layer's
 #         weight (the reverse of the order the model defines its parameters in), and the order the
 #         hooks logged is the order in which the all-reduces really started (rank 0's --trace).

@@ -2,7 +2,7 @@
 # exercise: 04.2 What travels first?
 # kind: observation
 # time: 10 min
-# build: 04_grad_hooks
+# build: 04_grad_hooks 02_spawn
 # proves: the size you wrote down is that of the first all-reduce rank 0 starts in every step of
 #         its --trace: one value, the last layer's bias, the first gradient backward produces.
 source "$(dirname "$0")/lib.sh"

@@ -2,7 +2,7 @@
 # exercise: 05.1 A small cap for the first bucket too
 # kind: coding
 # time: 25 min
-# build: 05_ddp
+# build: 05_ddp 02_spawn
 # proves: a --bucket-cap-mb below 1 MiB now cuts the first bucket too (the MLP at 0.1 MiB is two
 #         buckets or more, and the log says where the first one closes), while the default run keeps
 #         its 1 MiB first bucket (the CNN is still two buckets) and --one-bucket its one bucket; and
@@ -22,7 +22,7 @@ trainer small --bucket-cap-mb 0.1
 [ "$count" -ge 2 ] ||
   fail "the MLP at --bucket-cap-mb 0.1 is still $count bucket: the first bucket closes at 1 MiB whatever the cap; in finish_backward (05_ddp/ddp.cpp, step 7) make its limit the cap when the cap is smaller (${line#*ready: })"
 small_line=$line small_print=$print
-grep -q '1 MiB (the first)' <<< "$small_line" &&
+grep -q 'holds 1 MiB (the first)' <<< "$small_line" &&
   fail "the buckets are right, but the log still says the first one closes at 1 MiB: make describe_buckets (05_ddp/ddp_extensions.cpp) print the first bucket's real limit"
 trainer one --one-bucket
 [ "$count" = 1 ] || fail "--one-bucket must stay one bucket, it is now $count: keep kOneBucket as the first bucket's limit there"

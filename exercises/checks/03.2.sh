@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# exercise: 03.2 One all-reduce for all gradients
+# kind: coding
+# time: 25 min
+# build: 03_manual_allreduce
+# proves: at world size 3 each rank runs exactly one all-reduce per step (counted in the trace),
+#         carrying every gradient's bytes (4 bytes x 161 parameters), and the chapter's checks
+#         still pass: the ranks agree and match one process within its tolerance.
+source "$(dirname "$0")/lib.sh"
+steps=4
+run 120 "$WORK/run.log" 02_spawn --nproc-per-node 3 -- "$B/03_manual_allreduce" --steps $steps --trace "$WORK/t.json" ||
+  fail "03_manual_allreduce did not pass its checks at world size 3: $(grep -E 'WRONG|error|FAIL' "$WORK/run.log" | head -n 3)"
+# All-reduce spans of rank 0: how many per step, and their bytes.
+read -r count bytes < <(python3 - "$WORK/t.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"] if isinstance(d, dict) else d
+ar = [e for e in ev if e.get("name") == "all-reduce" and e.get("pid") == 0]
+print(len(ar), sum(e.get("args", {}).get("bytes", 0) for e in ar))
+PY
+)
+params=$(( 8 * 16 + 16 + 16 * 1 + 1 ))  # the toy model (common/data/toy_task.h): Linear(8,16), Linear(16,1)
+per_step=$(( count / steps ))
+[ "$count" = "$steps" ] ||
+  fail "rank 0 ran $per_step all-reduces per step ($count in $steps steps), one per gradient: put all gradients into one flat tensor (torch::cat of each g.reshape(-1)), all-reduce it once, divide, and copy each piece back into its gradient (step 4 of 03_manual_allreduce/main.cpp)"
+[ "$bytes" = $(( steps * params * 4 )) ] ||
+  fail "the one all-reduce per step carried $(( bytes / steps )) bytes, not $(( params * 4 )) (4 bytes x $params parameters): every gradient must travel in it"
+pass "one all-reduce of $(( params * 4 )) bytes per step; $(grep -c ': OK' "$WORK/run.log") checks OK"

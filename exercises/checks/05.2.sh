@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# exercise: 05.2 How many buckets?
+# kind: observation
+# time: 15 min
+# build: 05_ddp 02_spawn
+# proves: the number you wrote down is the number of buckets the CNN's DDP rebuilds at
+#         --bucket-cap-mb 0.01: a tensor larger than the cap gets a bucket of its own, but the first
+#         bucket still waits for 1 MiB.
+source "$(dirname "$0")/lib.sh"
+read_answer 05.2
+run 90 "$WORK/cnn.log" 05_ddp --nproc-per-node 2 --model cnn --bucket-cap-mb 0.01 --synthetic --train-samples 512 \
+  --test-samples 64 --max-steps 2 --expect-accuracy 0 --out "$WORK/cnn" --reset ||
+  fail "05_ddp failed: $(tail -n 3 "$WORK/cnn.log")"
+line=$(last_match '^\[rank 0/2\] buckets rebuilt' "$WORK/cnn.log")
+truth=$(sed -n 's/.*became ready: \([0-9]*\) buckets\{0,1\}:.*/\1/p' <<< "$line")
+[ -n "$truth" ] || fail "05_ddp printed no 'buckets rebuilt' line: $(tail -n 3 "$WORK/cnn.log")"
+[ "$ANSWER" = "$truth" ] || fail "you wrote '$ANSWER'; run the CNN with --bucket-cap-mb 0.01 and read the 'buckets rebuilt' line (one number)"
+pass "${line#*ready: }"

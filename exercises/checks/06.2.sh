@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# exercise: 06.2 A job with no warning
+# kind: observation
+# time: 10 min
+# build: 06_slurm 05_ddp
+# proves: the state you wrote down is the one the simulated Slurm gives a job that reaches its time
+#         limit without a warning signal (--signal none): it is stopped, not requeued.
+source "$(dirname "$0")/lib.sh"
+read_answer 06.2
+run 60 "$WORK/job.log" 06_slurm --local --nodes 1 --tasks-per-node 2 --time 0:08 --signal none --out-dir "$WORK/jobs" \
+  --trainer "$B/05_ddp" -- --synthetic --train-samples 20000 --test-samples 64 --epochs 10000 --log-every 1000
+truth=$(sed -n 's/.*job [0-9]* ended: \([A-Z_]*\) after.*/\1/p' "$WORK/job.log" | tail -n 1)
+[ -n "$truth" ] || fail "the simulated job did not say how it ended: $(tail -n 3 "$WORK/job.log")"
+[ "$ANSWER" = "$truth" ] || fail "you wrote '$ANSWER'; run the job of the exercise and read its last line, 'job <id> ended: <STATE> ...' (one word)"
+pass "$(sed -n 's/.*\(job [0-9]* ended: .*\)/\1/p' "$WORK/job.log" | tail -n 1)"

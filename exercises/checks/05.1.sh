@@ -16,6 +16,7 @@ trainer() {
   line=$(last_match '^\[rank 0/2\] buckets rebuilt' "$WORK/$name.log")
   [ -n "$line" ] || fail "05_ddp $* printed no 'buckets rebuilt' line"
   count=$(sed -n 's/.*became ready: \([0-9]*\) buckets\{0,1\}:.*/\1/p' <<< "$line")
+  [ -n "$count" ] || fail "could not read the number of buckets from: $line"
   print=$(sed -n 's/^\[rank 0\/2\] params fingerprint \([0-9a-f]*\).*/\1/p' "$WORK/$name.log")
 }
 trainer small --bucket-cap-mb 0.1

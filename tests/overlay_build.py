@@ -74,13 +74,35 @@ def main():
             return os.path.relpath(path, source)
         return None
 
-    # Which objects to compile again: those whose source or any header it read changed.
+    # The link commands of the targets, and the objects they take: their own and their libraries'.
+    links = {}
+    for target in targets:
+        for sub in ("", "tests"):
+            candidate = os.path.join(build, sub, "CMakeFiles", f"{target}.dir", "link.txt")
+            if os.path.exists(candidate):
+                links[target] = (os.path.join(build, sub), shlex.split(open(candidate).read()))
+                break
+        else:
+            fail(f"no link command for target {target} in {build}")
+    wanted_dirs = set()
+    for link_dir, args in links.values():
+        for a in args:
+            full = os.path.normpath(os.path.join(link_dir, a))
+            if a.endswith(".o"):
+                wanted_dirs.add(full.split(".dir" + os.sep)[0] + ".dir")
+            elif a.endswith(".a") and full.startswith(build + os.sep):
+                wanted_dirs.add(os.path.join(build, "CMakeFiles", os.path.basename(a)[3:-2] + ".dir"))
+
+    # Which objects to compile again: those of the targets whose source or any header it read
+    # changed (other programs that compile the same file, e.g. the bench's copy of 03's ring, not).
     recompiled = {}  # object path (absolute, in BUILD) -> new object path (in OUT)
     for entry in db:
         d = entry["directory"]
         args = shlex.split(entry["command"])
         obj = args[args.index("-o") + 1]
         obj_abs = os.path.normpath(os.path.join(d, obj))
+        if not any(obj_abs.startswith(w + os.sep) for w in wanted_dirs):
+            continue
         deps = depfile_deps(obj_abs + ".d")
         if deps is None:
             deps = [entry["file"]]
@@ -113,15 +135,7 @@ def main():
         recompiled[obj_abs] = new_obj
 
     for target in targets:
-        link_dir = None
-        for sub in ("", "tests"):
-            candidate = os.path.join(build, sub, "CMakeFiles", f"{target}.dir", "link.txt")
-            if os.path.exists(candidate):
-                link_dir, link_txt = os.path.join(build, sub), candidate
-                break
-        if link_dir is None:
-            fail(f"no link command for target {target} in {build}")
-        args = shlex.split(open(link_txt).read())
+        link_dir, args = links[target]
         new_args = []
         k = 0
         while k < len(args):

@@ -5,7 +5,8 @@
 # build: 03_manual_allreduce
 # proves: at world size 3 each rank runs exactly one all-reduce per step (counted in the trace),
 #         carrying every gradient's bytes (4 bytes x 161 parameters), and the chapter's checks
-#         still pass: the ranks agree and match one process within its tolerance.
+#         still pass: the ranks agree and match one process within its tolerance. At world size 2,
+#         where every sum is a + b in any order, the run ends bit-identical to the ring's.
 source "$(dirname "$0")/lib.sh"
 steps=4
 run 120 "$WORK/run.log" 02_spawn --nproc-per-node 3 -- "$B/03_manual_allreduce" --steps $steps --trace "$WORK/t.json" ||
@@ -25,4 +26,13 @@ per_step=$(( count / steps ))
   fail "rank 0 ran $per_step all-reduces per step ($count in $steps steps), one per gradient: put all gradients into one flat tensor (torch::cat of each g.reshape(-1)), all-reduce it once, divide, and copy each piece back into its gradient (step 4 of 03_manual_allreduce/main.cpp)"
 [ "$bytes" = $(( steps * params * 4 )) ] ||
   fail "the one all-reduce per step carried $(( bytes / steps )) bytes, not $(( params * 4 )) (4 bytes x $params parameters): every gradient must travel in it"
-pass "one all-reduce of $(( params * 4 )) bytes per step; $(grep -c ': OK' "$WORK/run.log") checks OK"
+# At 2 ranks the flat all-reduce must change no arithmetic: the ring (one tensor at a time, and
+# bit-identical to c10d's at 2 ranks) gives the reference fingerprint.
+run 120 "$WORK/flat2.log" 02_spawn --nproc-per-node 2 -- "$B/03_manual_allreduce" --steps $steps ||
+  fail "03_manual_allreduce failed at world size 2: $(grep -E 'WRONG|error' "$WORK/flat2.log" | head -n 2)"
+run 120 "$WORK/ring2.log" 02_spawn --nproc-per-node 2 -- "$B/03_manual_allreduce" --steps $steps --allreduce ring ||
+  fail "03_manual_allreduce --allreduce ring failed at world size 2: $(grep -E 'WRONG|error' "$WORK/ring2.log" | head -n 2)"
+fp() { sed -n 's/^\[rank 0\/2\] params fingerprint \([0-9a-f]*\).*/\1/p' "$1"; }
+[ -n "$(fp "$WORK/flat2.log")" ] && [ "$(fp "$WORK/flat2.log")" = "$(fp "$WORK/ring2.log")" ] ||
+  fail "at world size 2 the run ended with fingerprint $(fp "$WORK/flat2.log"), the ring's run with $(fp "$WORK/ring2.log"): a flat all-reduce changes no sum at 2 ranks; is every gradient copied back to its own place, and divided once?"
+pass "one all-reduce of $(( params * 4 )) bytes per step; $(grep -c ': OK' "$WORK/run.log") checks OK; at 2 ranks the ring's fingerprint $(fp "$WORK/flat2.log")"

@@ -15,10 +15,11 @@ for r in 0 1 2; do
   MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$B/01_join_group" --rank "$r" --world-size 3 --timeout 20 > "$WORK/rank$r.log" 2>&1 &
   pids[$r]=$!
 done
-(sleep 60; kill -9 "${pids[@]}" 2> /dev/null) &
+# (Its output goes nowhere: a sleep left holding the check's stdout would hold up whoever reads it.)
+(sleep 60; kill -9 "${pids[@]}" 2> /dev/null) > /dev/null 2>&1 &
 watchdog=$!
 for r in 0 1 2; do wait "${pids[$r]}"; codes[$r]=$?; done
-kill "$watchdog" 2> /dev/null
+pkill -P "$watchdog" sleep 2> /dev/null; kill "$watchdog" 2> /dev/null
 for r in 0 1 2; do
   [ "${codes[$r]}" = 0 ] || fail "rank $r exited ${codes[$r]}: $(tail -n 2 "$WORK/rank$r.log")"
 done

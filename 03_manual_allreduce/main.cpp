@@ -41,65 +41,9 @@
 #include "common/observe/trace.h"
 
 namespace ch03 {
-
-// Note [The ring all-reduce]
-// Cut the tensor into n chunks, one per rank. Reduce-scatter: in n-1 steps every rank sends a
-// chunk to the next rank and adds the chunk it receives from the previous one into its own;
-// then rank r holds chunk r+1 summed over all ranks. All-gather: n-1 more steps pass the summed
-// chunks on around the ring, each one received in place. A rank sends 2(n-1) chunks of about
-// 1/n of the tensor each: 2(n-1)/n of it, nearly twice the tensor however many ranks there are,
-// which is why the ring is the bandwidth-optimal all-reduce (the beta term of the model in
-// bench/alpha_beta.h). c10d's Gloo all-reduce is a ring too, one that pipelines segments of at
-// most 1 MiB, adding one while the next is on the wire; ours waits for each whole chunk.
-
-// Sums `t` over the ranks, in place on every rank (what c10d's allreduce SUM does); returns
-// the bytes this rank sent.
-int64_t ring_allreduce(ddp::Backend& pg, torch::Tensor& t) {
-  const int n = pg.getSize(), rank = pg.getRank();
-  const int64_t N = t.numel();
-  torch::Tensor flat = t.view(-1);  // a gradient is contiguous: every chunk is a view into it
-  // Chunk k: N/n elements, one more for the first N%n chunks; empty where n > N.
-  auto chunk = [&](int k) {
-    k = (k % n + n) % n;
-    const int64_t start = k * (N / n) + std::min<int64_t>(k, N % n);
-    return flat.narrow(0, start, N / n + (k < N % n ? 1 : 0));
-  };
-  int64_t sent = 0;
-  // One step: send `out` to the next rank and receive `in` from the previous one, both posted
-  // before either is waited for. Even ranks post the send first, odd ranks the recv: NCCL runs
-  // the sends and recvs between two ranks in order, on one stream, so at 2 ranks they must pair
-  // up (Gloo would not mind). An empty chunk is neither sent nor received: both sides know its size.
-  auto exchange = [&](const torch::Tensor& out, const torch::Tensor& in, int tag) {
-    std::vector<torch::Tensor> to{out}, from{in};
-    c10::intrusive_ptr<c10d::Work> send, recv;
-    auto post_send = [&] { if (out.numel() > 0) send = pg.send(to, (rank + 1) % n, tag); };
-    auto post_recv = [&] { if (in.numel() > 0) recv = pg.recv(from, (rank - 1 + n) % n, tag); };
-    if (rank % 2 == 0) post_send(), post_recv();
-    else post_recv(), post_send();
-    if (send) send->wait(), sent += out.numel() * out.element_size();  // wait(): the group's --timeout
-    if (recv) recv->wait();
-  };
-  // Reduce-scatter: at step s, send chunk rank-s (a partial sum), add chunk rank-s-1 to ours.
-  for (int s = 0; s < n - 1; ++s) {
-    torch::Tensor mine = chunk(rank - s - 1), incoming = torch::empty_like(mine);
-    exchange(chunk(rank - s), incoming, s);
-    mine.add_(incoming);
-  }
-  // All-gather: this rank holds chunk rank+1 complete; pass complete chunks on, in place.
-  for (int s = 0; s < n - 1; ++s) exchange(chunk(rank + 1 - s), chunk(rank - s), n + s);
-  return sent;
-}
-
-// Note [Ring against c10d: when the bits agree]
-// Both sum the same numbers; the bits agree where the additions come in the same order. At 1
-// rank nothing is added; at 2 each element is a+b, and a+b == b+a: bit-identical. From 3 ranks
-// on the order is the ring's: our chunk k starts at rank k and collects ranks k+1, k+2, ...
-// Gloo's ring (gloo/allreduce.cc) sends to rank-1 instead and cuts the tensor elsewhere (below
-// 2n MiB: 2n segments of ceil(N/2n) elements, two to a chunk); c10d's sums matched an emulation of that
-// order bit for bit in LibTorch 1.13 and 2.11. So an element's partial sums group differently:
-// measured at 3, 4, 5 and 7 ranks, max |diff| 5.96e-08 to 2.38e-07 and fingerprints other than
-// c10d's. Our ring changed to send to rank-1 and cut where Gloo does gave bit-identical sums
-// and c10d's fingerprints at all of those sizes (2026-11-24, cpu flavour): an order apart.
+// The ring all-reduce, written out from send and recv below main (step 4 calls it with
+// --allreduce ring): sums `t` over the ranks in place, returns the bytes this rank sent.
+int64_t ring_allreduce(ddp::Backend& pg, torch::Tensor& t);
 }  // namespace ch03
 
 int main(int argc, char** argv) {
@@ -209,3 +153,65 @@ int main(int argc, char** argv) {
     return ddp::kExitOk;
   });
 }
+
+namespace ch03 {
+
+// Note [The ring all-reduce]
+// Cut the tensor into n chunks, one per rank. Reduce-scatter: in n-1 steps every rank sends a
+// chunk to the next rank and adds the chunk it receives from the previous one into its own;
+// then rank r holds chunk r+1 summed over all ranks. All-gather: n-1 more steps pass the summed
+// chunks on around the ring, each one received in place. A rank sends 2(n-1) chunks of about
+// 1/n of the tensor each: 2(n-1)/n of it, nearly twice the tensor however many ranks there are,
+// which is why the ring is the bandwidth-optimal all-reduce (the beta term of the model in
+// bench/alpha_beta.h). c10d's Gloo all-reduce is a ring too, one that pipelines segments of at
+// most 1 MiB, adding one while the next is on the wire; ours waits for each whole chunk.
+
+// Sums `t` over the ranks, in place on every rank (what c10d's allreduce SUM does); returns
+// the bytes this rank sent.
+int64_t ring_allreduce(ddp::Backend& pg, torch::Tensor& t) {
+  const int n = pg.getSize(), rank = pg.getRank();
+  const int64_t N = t.numel();
+  torch::Tensor flat = t.view(-1);  // a gradient is contiguous: every chunk is a view into it
+  // Chunk k: N/n elements, one more for the first N%n chunks; empty where n > N.
+  auto chunk = [&](int k) {
+    k = (k % n + n) % n;
+    const int64_t start = k * (N / n) + std::min<int64_t>(k, N % n);
+    return flat.narrow(0, start, N / n + (k < N % n ? 1 : 0));
+  };
+  int64_t sent = 0;
+  // One step: send `out` to the next rank and receive `in` from the previous one, both posted
+  // before either is waited for. Even ranks post the send first, odd ranks the recv: NCCL runs
+  // the sends and recvs between two ranks in order, on one stream, so at 2 ranks they must pair
+  // up (Gloo would not mind). An empty chunk is neither sent nor received: both sides know its size.
+  auto exchange = [&](const torch::Tensor& out, const torch::Tensor& in, int tag) {
+    std::vector<torch::Tensor> to{out}, from{in};
+    c10::intrusive_ptr<c10d::Work> send, recv;
+    auto post_send = [&] { if (out.numel() > 0) send = pg.send(to, (rank + 1) % n, tag); };
+    auto post_recv = [&] { if (in.numel() > 0) recv = pg.recv(from, (rank - 1 + n) % n, tag); };
+    if (rank % 2 == 0) post_send(), post_recv();
+    else post_recv(), post_send();
+    if (send) send->wait(), sent += out.numel() * out.element_size();  // wait(): the group's --timeout
+    if (recv) recv->wait();
+  };
+  // Reduce-scatter: at step s, send chunk rank-s (a partial sum), add chunk rank-s-1 to ours.
+  for (int s = 0; s < n - 1; ++s) {
+    torch::Tensor mine = chunk(rank - s - 1), incoming = torch::empty_like(mine);
+    exchange(chunk(rank - s), incoming, s);
+    mine.add_(incoming);
+  }
+  // All-gather: this rank holds chunk rank+1 complete; pass complete chunks on, in place.
+  for (int s = 0; s < n - 1; ++s) exchange(chunk(rank + 1 - s), chunk(rank - s), n + s);
+  return sent;
+}
+
+// Note [Ring against c10d: when the bits agree]
+// Both sum the same numbers; the bits agree where the additions come in the same order. At 1
+// rank nothing is added; at 2 each element is a+b, and a+b == b+a: bit-identical. From 3 ranks
+// on the order is the ring's: our chunk k starts at rank k and collects ranks k+1, k+2, ...
+// Gloo's ring (gloo/allreduce.cc) sends to rank-1 instead and cuts the tensor elsewhere (below
+// 2n MiB: 2n segments of ceil(N/2n) elements, two to a chunk); c10d's sums matched an emulation of that
+// order bit for bit in LibTorch 1.13 and 2.11. So an element's partial sums group differently:
+// measured at 3, 4, 5 and 7 ranks, max |diff| 5.96e-08 to 2.38e-07 and fingerprints other than
+// c10d's. Our ring changed to send to rank-1 and cut where Gloo does gave bit-identical sums
+// and c10d's fingerprints at all of those sizes (2026-11-24, cpu flavour): an order apart.
+}  // namespace ch03

@@ -3,13 +3,13 @@
 # kind: observation
 # time: 15 min
 # build: 02_spawn 03_manual_allreduce
-# proves: the number you worked out is the number of bytes rank 1 sends per step in the ring
-#         all-reduce at world size 3, as 03_manual_allreduce counts them while it sends.
+# proves: the number you worked out is the number of bytes rank 2 sends per step in the ring
+#         all-reduce at world size 4, as 03_manual_allreduce counts them while it sends.
 source "$(dirname "$0")/lib.sh"
 read_answer 03.1
-run 120 "$WORK/run.log" 02_spawn --nproc-per-node 3 -- "$B/03_manual_allreduce" --allreduce ring --steps 2 ||
+run 120 "$WORK/run.log" 02_spawn --nproc-per-node 4 -- "$B/03_manual_allreduce" --allreduce ring --steps 2 ||
   fail "03_manual_allreduce --allreduce ring did not pass its checks: $(grep -E 'WRONG|error' "$WORK/run.log" | head -n 2)"
-truth=$(sed -n 's/^\[rank 1\/3\] ring: sent \([0-9]*\) bytes per step.*/\1/p' "$WORK/run.log" | head -n 1)
-[ -n "$truth" ] || fail "rank 1 printed no 'ring: sent N bytes per step' line: $(tail -n 2 "$WORK/run.log")"
-[ "$ANSWER" = "$truth" ] || fail "you wrote '$ANSWER'; count the chunks rank 1 sends of each gradient (Note [The ring all-reduce]), or read rank 1's 'ring: sent' line"
-pass "rank 1 sends $truth bytes per step: $(grep -E '^\[rank 1/3\] ring: sent' "$WORK/run.log" | head -n 1)"
+truth=$(sed -n 's/^\[rank 2\/4\] ring: sent \([0-9]*\) bytes per step.*/\1/p' "$WORK/run.log" | head -n 1)
+[ -n "$truth" ] || fail "rank 2 printed no 'ring: sent N bytes per step' line: $(tail -n 2 "$WORK/run.log")"
+[ "$ANSWER" = "$truth" ] || fail "you wrote '$ANSWER'; count the chunks rank 2 sends of each gradient (Note [The ring all-reduce]), or read rank 2's 'ring: sent' line"
+pass "rank 2 sends $truth bytes per step: $(grep -E '^\[rank 2/4\] ring: sent' "$WORK/run.log" | head -n 1)"

@@ -70,7 +70,7 @@ def main():
 
     def rel_in_source(path):
         path = os.path.normpath(path)
-        if path.startswith(source + os.sep) and not path.startswith(build + os.sep):
+        if (path == source or path.startswith(source + os.sep)) and not path.startswith(build + os.sep):
             return os.path.relpath(path, source)
         return None
 
@@ -120,9 +120,7 @@ def main():
                 k += 2
                 continue
             if a.startswith("-I") and len(a) > 2 and rel_in_source(a[2:]) is not None:
-                a = "-I" + os.path.join(copy, rel_in_source(a[2:]))
-            elif a.startswith("-I") and len(a) > 2 and os.path.normpath(a[2:]) == source:
-                a = "-I" + copy
+                a = "-I" + os.path.normpath(os.path.join(copy, rel_in_source(a[2:])))
             elif os.path.isabs(a) and rel_in_source(a) is not None and a.endswith((".cpp", ".cc", ".cxx")):
                 a = os.path.join(copy, rel_in_source(a))
             new_args.append(a)

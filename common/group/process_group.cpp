@@ -27,6 +27,12 @@ std::string where(const RankInfo& i) {
   return i.file_init() ? i.init.value : i.master_addr.value + ":" + std::to_string(i.master_port.value);
 }
 
+// "--master-port N (free right now) or MASTER_PORT=N": the fix every port refusal offers.
+std::string free_port_hint() {
+  const std::string port = std::to_string(find_free_port());
+  return "--master-port " + port + " (free right now) or MASTER_PORT=" + port;
+}
+
 std::string join_ints(const std::vector<int>& v) {
   std::ostringstream os;
   for (size_t k = 0; k < v.size(); ++k) os << (k ? ", " : "") << v[k];
@@ -125,12 +131,10 @@ c10::intrusive_ptr<c10d::Store> make_store(const RankInfo& info) {
     const bool in_use = what.find("Address already in use") != std::string::npos ||
                         what.find("EADDRINUSE") != std::string::npos || what.find("errno: 98") != std::string::npos;
     if (server && in_use) {
-      const int free_port = find_free_port();
       throw JoinError("port " + std::to_string(info.master_port.value) + " (from " + info.master_port.source +
                       ") is already in use on host " + info.host +
-                      ": another run, or someone else's job, holds it. Pick a free port for every rank, e.g. "
-                      "--master-port " + std::to_string(free_port) + " (free right now) or MASTER_PORT=" +
-                      std::to_string(free_port));
+                      ": another run, or someone else's job, holds it. Pick a free port for every rank, e.g. " +
+                      free_port_hint());
     }
     const std::string host_of_store = info.external_store.value ? "the launcher" : "rank 0";
     throw JoinError("could not reach the store at " + where(info) + " within " +
@@ -201,18 +205,17 @@ void roll_call(c10d::Store& store, const RankInfo& info) {
     // stranger's rank started first must not record itself) and leave if it is not theirs.
     const passwd* pw = ::getpwuid(::getuid());
     const std::string user = std::string(pw ? pw->pw_name : "?") + " (uid " + std::to_string(::getuid()) + ")";
-    if (r == 0) store.set("rollcall/user", bytes(user));
-    while (r != 0 && !store.check({"rollcall/user"}) && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    if (r != 0 && store.check({"rollcall/user"})) {
-      const std::string owner = text(store.get("rollcall/user"));
+    if (r == 0) {
+      store.set("rollcall/user", bytes(user));
+    } else {
+      while (!store.check({"rollcall/user"}) && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      const std::string owner = store.check({"rollcall/user"}) ? text(store.get("rollcall/user")) : user;
       if (owner != user) {  // touch nothing more of a stranger's store
-        const int free_port = find_free_port();
-        throw UsageError("the store at " + where(info) + " belongs to a run of user " + owner + ", and you are " +
-                         user + ": another user's job uses this port. Give your ranks a port of your own, e.g. "
-                         "--master-port " + std::to_string(free_port) + " (free right now) or MASTER_PORT=" +
-                         std::to_string(free_port));
+        throw UsageError("the store at " + where(info) + " belongs to a run of user " + owner + ", and you are " + user +
+                         ": another user's job uses this port. Give your ranks a port of your own, e.g. " +
+                         free_port_hint());
       }
     }
     store.add("rollcall/arrived", 1);  // processes, not ranks: two may claim one rank

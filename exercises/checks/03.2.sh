@@ -32,7 +32,7 @@ run 120 "$WORK/flat2.log" 02_spawn --nproc-per-node 2 -- "$B/03_manual_allreduce
   fail "03_manual_allreduce failed at world size 2: $(grep -E 'WRONG|error' "$WORK/flat2.log" | head -n 2)"
 run 120 "$WORK/ring2.log" 02_spawn --nproc-per-node 2 -- "$B/03_manual_allreduce" --steps $steps --allreduce ring ||
   fail "03_manual_allreduce --allreduce ring failed at world size 2: $(grep -E 'WRONG|error' "$WORK/ring2.log" | head -n 2)"
-fp() { sed -n 's/^\[rank 0\/2\] params fingerprint \([0-9a-f]*\).*/\1/p' "$1"; }
+fp() { fingerprint "$1" 0/2; }
 [ -n "$(fp "$WORK/flat2.log")" ] && [ "$(fp "$WORK/flat2.log")" = "$(fp "$WORK/ring2.log")" ] ||
   fail "at world size 2 the run ended with fingerprint $(fp "$WORK/flat2.log"), the ring's run with $(fp "$WORK/ring2.log"): a flat all-reduce changes no sum at 2 ranks; is every gradient copied back to its own place, and divided once?"
 pass "one all-reduce of $(( params * 4 )) bytes per step; $(grep -c ': OK' "$WORK/run.log") checks OK; at 2 ranks the ring's fingerprint $(fp "$WORK/flat2.log")"

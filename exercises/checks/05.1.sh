@@ -12,7 +12,7 @@ run 90 "$WORK/cnn.log" 05_ddp --nproc-per-node 2 --model cnn --bucket-cap-mb 0.0
   --test-samples 64 --max-steps 2 --expect-accuracy 0 --out "$WORK/cnn" --reset ||
   fail "05_ddp failed: $(tail -n 3 "$WORK/cnn.log")"
 line=$(last_match '^\[rank 0/2\] buckets rebuilt' "$WORK/cnn.log")
-truth=$(sed -n 's/.*became ready: \([0-9]*\) buckets\{0,1\}:.*/\1/p' <<< "$line")
+truth=$(bucket_count "$line")
 [ -n "$truth" ] || fail "05_ddp printed no 'buckets rebuilt' line: $(tail -n 3 "$WORK/cnn.log")"
 [ "$ANSWER" = "$truth" ] || fail "you wrote '$ANSWER'; run the CNN with --bucket-cap-mb 0.01 and read the 'buckets rebuilt' line (one number)"
 pass "${line#*ready: }"

@@ -15,9 +15,9 @@ trainer() {
     --expect-accuracy 0 --out "$WORK/$name" --reset "$@" || fail "05_ddp $* failed: $(tail -n 3 "$WORK/$name.log")"
   line=$(last_match '^\[rank 0/2\] buckets rebuilt' "$WORK/$name.log")
   [ -n "$line" ] || fail "05_ddp $* printed no 'buckets rebuilt' line"
-  count=$(sed -n 's/.*became ready: \([0-9]*\) buckets\{0,1\}:.*/\1/p' <<< "$line")
+  count=$(bucket_count "$line")
   [ -n "$count" ] || fail "could not read the number of buckets from: $line"
-  print=$(sed -n 's/^\[rank 0\/2\] params fingerprint \([0-9a-f]*\).*/\1/p' "$WORK/$name.log")
+  print=$(fingerprint "$WORK/$name.log" 0/2)
 }
 trainer small --bucket-cap-mb 0.1
 [ "$count" -ge 2 ] ||
@@ -29,6 +29,7 @@ grep -q 'holds 0.1 MiB (the first)' <<< "$small_line" ||
   fail "the log must say where the first bucket closes now, 'a bucket closes once it holds 0.1 MiB (the first)': make describe_buckets (05_ddp/ddp_extensions.cpp) print the first bucket's real limit"
 trainer one --one-bucket
 [ "$count" = 1 ] || fail "--one-bucket must stay one bucket, it is now $count: keep kOneBucket as the first bucket's limit there"
+[ -n "$print" ] || fail "05_ddp --one-bucket printed no params fingerprint line: $(tail -n 2 "$WORK/one.log")"
 [ "$print" = "$small_print" ] ||
   fail "at 2 ranks every bucket layout gives the same average, but --bucket-cap-mb 0.1 ended with fingerprint $small_print and --one-bucket with $print: are the gradients copied into and out of the new buckets?"
 trainer cnn --model cnn

@@ -37,5 +37,11 @@ read_answer() {
   [ -n "$ANSWER" ] || fail "no answer yet: write it after \"$1:\" in ${ANSWERS#$ROOT/}"
 }
 
+# fingerprint <log> <rank>/<world>: the parameters' fingerprint that rank printed (empty if none).
+fingerprint() { sed -n "s|^\[rank $2\] params fingerprint \([0-9a-f]*\).*|\1|p" "$1"; }
+
+# bucket_count <line>: the number of buckets in a "buckets rebuilt ..." line of 05_ddp.
+bucket_count() { sed -n 's/.*became ready: \([0-9]*\) buckets\{0,1\}:.*/\1/p' <<< "$1"; }
+
 # last_match <regex> <file>: the last line of <file> matching <regex> (empty if none).
 last_match() { grep -E "$1" "$2" | tail -n 1; }

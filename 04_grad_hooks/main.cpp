@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   ddp::toy::TrainConfig& cfg = train.cfg;
   std::string comm = "sync";
   app.add_option("--optimizer", cfg.optimizer, "sgd or adam")->check(CLI::IsMember({"sgd", "adam"}));
-  app.add_option("--momentum", cfg.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--momentum", cfg.momentum, "SGD momentum")->check(ddp::finite_number())->check(CLI::Range(0.0, 1.0));
   app.add_option("--comm", comm, "sync: wait in each hook; async: start in the hook, wait at the end of backward")
       ->check(CLI::IsMember({"sync", "async"}));
   ddp::parse_flags(app, argc, argv);

@@ -138,6 +138,7 @@ void DistributedDataParallel::build_buckets(const std::vector<std::vector<size_t
     b.flat = torch::zeros({total}, params_[members[0]].options().requires_grad(false));
     buckets_.push_back(std::move(b));
   }
+  if (as_bucket_view_) point_gradients_at_buckets();
 }
 
 void DistributedDataParallel::on_gradient_ready(size_t i) {
@@ -160,7 +161,9 @@ void DistributedDataParallel::on_gradient_ready(size_t i) {
   Bucket& b = buckets_[bucket_of_[i]];
   const torch::Tensor& grad = params_[i].grad();
   torch::Tensor view = b.flat.narrow(0, b.offsets[slot_of_[i]], grad.numel());
-  if (hook_ == CommHook::kNone) {
+  if (as_bucket_view_) {
+    gradient_into_view(i, view);  // --gradient-as-bucket-view: Note [Gradients as bucket views]
+  } else if (hook_ == CommHook::kNone) {
     at::mul_out(view, grad.reshape(-1), inverse_world_);  // one kernel, as PyTorch's reducer
   } else {
     view.copy_(grad.reshape(-1));
@@ -217,6 +220,7 @@ void DistributedDataParallel::finish_backward() {
   account_overlap(computed);
   for (auto& b : buckets_) {
     if (hook_ != CommHook::kNone) b.flat.copy_(b.wire);  // a comm hook's result, decompressed
+    if (as_bucket_view_) continue;  // each .grad() is a view into `flat`: already there
     for (size_t k = 0; k < b.params.size(); ++k) {
       torch::Tensor& grad = params_[b.params[k]].mutable_grad();
       grad.copy_(b.flat.narrow(0, b.offsets[k], grad.numel()).view_as(grad));

@@ -68,6 +68,17 @@ class DistributedDataParallel {
   // backward. Throws UsageError where the backend cannot all-reduce the hook's type.
   void register_comm_hook(CommHook hook);
 
+  // gradient_as_bucket_view=True in PyTorch's constructor: each .grad() becomes a view into its
+  // place in its bucket, so every gradient is stored once instead of twice (Note [Gradients as
+  // bucket views]). Before the first backward.
+  void set_gradient_as_bucket_view(bool on);
+  // Bytes of gradient storage now: the buckets, and the .grad() tensors that are not views into
+  // them (with the flag off, every one).
+  struct GradientBytes {
+    size_t buckets = 0, grads_apart = 0;
+  };
+  GradientBytes gradient_bytes() const;
+
   // Copies rank 0's buffers (BatchNorm's running statistics) to every rank: what PyTorch's DDP
   // does before every forward with broadcast_buffers=True, its default. Call it before each
   // forward, also in no_sync() and before evaluating. See Note [Buffers].
@@ -117,6 +128,8 @@ class DistributedDataParallel {
   // The extensions' parts of it (ddp_extensions.cpp).
   torch::Tensor to_wire(Bucket& b);  // what the all-reduce sends: `flat`, or compressed by a hook
   bool skipped_by_fault_injection(Bucket& b, const std::string& tag);  // --skip-rank
+  void gradient_into_view(size_t i, torch::Tensor& view);  // --gradient-as-bucket-view's step 4
+  void point_gradients_at_buckets();  // ... and its .grad() = view, after a (re)build
   void account_overlap(double computed_us);  // Note [Overlap share]
 
   std::shared_ptr<torch::nn::Module> module_;
@@ -130,7 +143,7 @@ class DistributedDataParallel {
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // see 04's Note [Keep the accumulator alive]
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_, slot_of_;  // param index -> bucket, position in it
-  bool sync_ = true, in_backward_ = false, rebuilt_ = false, skip_next_ = false;
+  bool sync_ = true, in_backward_ = false, rebuilt_ = false, skip_next_ = false, as_bucket_view_ = false;
   Overlap overlap_;
   size_t next_bucket_ = 0;
   int launched_last_ = 0;

@@ -43,6 +43,73 @@ namespace ddp {
 // validation evaluates one model, the one rank 0 checkpoints. SyncBatchNorm is the other
 // answer: statistics over all ranks' batches.
 
+// Note [Gradients as bucket views]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Without it every gradient is stored twice: autograd accumulates it into .grad(), DDP copies it
+// (times 1/world) into the bucket, all-reduces the bucket, and copies the average back into
+// .grad(). With gradient_as_bucket_view=True each .grad() is made a view into its place in the
+// bucket (PyTorch's reducer: grad = bucket_view), so the all-reduce averages the gradients
+// where the optimizer reads them, and one copy of the model's size is gone (4 bytes per float32
+// parameter). What PyTorch does, step by step, and so do we:
+//   - when the gradient arrives and .grad() is not yet a view of the bucket (the first backward,
+//     or .grad() was set to None by zero_grad(): LibTorch 2.x's default, not 1.13's): multiply
+//     it into the bucket as usual, then .grad() = the view; the tensor autograd made is freed;
+//   - when .grad() already is the view (zero_grad() zeroed it in place, and autograd accumulated
+//     into it there): divide it in place, bucket_view.div_(world). Not x * (1/world): at a world
+//     size that is not a power of two, x / 3 and x * (1/3) may differ in the last bit, so at 3
+//     ranks the flag changes the result where PyTorch's changes it, and at 1, 2, 4 ranks not;
+//   - after a (re)build of the buckets, each .grad() that exists is copied into its new place and
+//     pointed at it (PyTorch's initialize_bucket_views);
+//   - after the all-reduce nothing is copied back: .grad() is the average already.
+// Gradient accumulation under no_sync() accumulates into the view too. A comm hook's result is
+// copied into the bucket, and so into every .grad() at once.
+
+void DistributedDataParallel::set_gradient_as_bucket_view(bool on) {
+  if (rebuilt_ || in_backward_) throw UsageError("gradient_as_bucket_view: set it before the first backward, as PyTorch's constructor does");
+  as_bucket_view_ = on;
+  if (on) point_gradients_at_buckets();
+}
+
+void DistributedDataParallel::gradient_into_view(size_t i, torch::Tensor& view) {
+  torch::Tensor& grad = params_[i].mutable_grad();
+  if (grad.is_alias_of(view)) {
+    if (hook_ == CommHook::kNone) view.div_(group_.size());  // PyTorch's in-place division
+    return;
+  }
+  if (hook_ == CommHook::kNone) {
+    at::mul_out(view, grad.reshape(-1), inverse_world_);
+  } else {
+    view.copy_(grad.reshape(-1));
+  }
+  grad = view.view_as(params_[i]);
+}
+
+void DistributedDataParallel::point_gradients_at_buckets() {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    torch::Tensor& grad = params_[i].mutable_grad();
+    if (!grad.defined()) continue;
+    const Bucket& b = buckets_[bucket_of_[i]];
+    torch::Tensor view = b.flat.narrow(0, b.offsets[slot_of_[i]], params_[i].numel()).view_as(params_[i]);
+    if (grad.is_alias_of(view)) continue;
+    view.copy_(grad);
+    grad = view;
+  }
+}
+
+DistributedDataParallel::GradientBytes DistributedDataParallel::gradient_bytes() const {
+  GradientBytes g;
+  for (const auto& b : buckets_) g.buckets += b.flat.numel() * b.flat.element_size();
+  for (const auto& p : params_) {
+    const torch::Tensor& grad = p.grad();
+    if (!grad.defined()) continue;
+    bool in_a_bucket = false;
+    for (const auto& b : buckets_) in_a_bucket = in_a_bucket || grad.is_alias_of(b.flat);
+    if (!in_a_bucket) g.grads_apart += grad.numel() * grad.element_size();
+  }
+  return g;
+}
+
 CommHook parse_comm_hook(const std::string& name) {
   if (name == "none") return CommHook::kNone;
   if (name == "fp16") return CommHook::kFp16;

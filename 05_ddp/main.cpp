@@ -31,6 +31,7 @@
 #include "05_ddp/beyond/amp.h"
 #include "05_ddp/trainer/batches.h"
 #include "05_ddp/ddp.h"
+#include "05_ddp/beyond/ddp_flags.h"
 #include "05_ddp/beyond/elastic.h"
 #include "05_ddp/beyond/extras.h"
 #include "05_ddp/trainer/metrics.h"
@@ -80,7 +81,7 @@ int main(int argc, char** argv) {
     const torch::Device device = ddp::device_for(group.info);
     ddp::split_global_batch(o, world);  // --global-batch: the per-rank batch follows the world (elastic.h)
     ddp::RunExtras extras(o, group, device);  // faults, drills, preemption, --trace, --record-samples
-    ddp::RunOutput out(ddp::run_folder(o), rank);
+    ddp::RunOutput out(ddp::run_folder(o), group, device);  // one live run per folder: Note [One run per folder]
 
     // 2. Data: every rank holds the whole set; the sampler picks this rank's share.
     ddp::Dataset train = o.synthetic ? ddp::synthetic_dataset(o.train_samples.value_or(60000), true)
@@ -106,7 +107,7 @@ int main(int argc, char** argv) {
     std::vector<torch::Tensor> params = model.module->parameters();
     if (rank == 0 && !o.save_init.empty()) ddp::toy::save_params(params, o.save_init);
     ddp::DistributedDataParallel ddp_model(model.module, group, o.one_bucket ? ddp::kOneBucket : static_cast<size_t>(o.bucket_cap_mb * ddp::kMiB));
-    ddp_model.register_comm_hook(ddp::parse_comm_hook(o.comm_hook));  // --comm-hook: Note [Communication hooks]
+    ddp::apply_ddp_flags(ddp_model, o);  // --comm-hook, --gradient-as-bucket-view: pages of going_further/
     std::unique_ptr<torch::optim::Optimizer> optimizer = ddp::make_trainer_optimizer(params, o);
     ddp::Amp amp(o.amp, device);  // --amp bf16|fp16 on a GPU; see Note [Mixed precision and DDP]
     ddp::log0("model " + o.model + ": " + std::to_string(ddp::count_parameters(params)) +
@@ -142,7 +143,7 @@ int main(int argc, char** argv) {
       }
       const double lr = learning_rate(o, step, total_steps);
       for (auto& g : optimizer->param_groups()) g.options().set_lr(lr);
-      optimizer->zero_grad();
+      ddp::zero_grad(*optimizer);  // optimizer.zero_grad(), as Python's (trainer.h)
       const int64_t first = in_epoch * o.grad_accum, last = std::min(n_batches, first + o.grad_accum);
       // Summed on the model's device: reading it every step would wait for the GPU every step.
       torch::Tensor step_loss = torch::zeros({}, torch::TensorOptions(torch::kFloat64).device(device));
@@ -186,7 +187,7 @@ int main(int argc, char** argv) {
       extras.after_step(step);  // --kill-rank
     }
     progress.summary();
-    extras.report_overlap(ddp_model);  // Note [Overlap share]
+    extras.report(ddp_model);  // the overlap share (Note [Overlap share]) and the gradients' memory
     extras.finish_trace();  // --trace: the ranks' files merged
 
     // 7. Check the result: the ranks agree bit for bit, and the model learned something.

@@ -152,7 +152,16 @@ INSTANTIATE_TEST_SUITE_P(
                       TrainerParity{"Cnn4Ranks", "cnn", {"--max-steps", "5"}, "0", 4, "1000"},
                       // PyTorch's fp16_compress_hook (Note [Communication hooks]): bit for bit.
                       TrainerParity{"MlpFp16CommHook", "mlp", {"--max-steps", "40", "--comm-hook", "fp16"}},
-                      TrainerParity{"CnnFp16CommHook", "cnn", {"--max-steps", "12", "--comm-hook", "fp16"}}),
+                      TrainerParity{"CnnFp16CommHook", "cnn", {"--max-steps", "12", "--comm-hook", "fp16"}},
+                      // gradient_as_bucket_view=True (Note [Gradients as bucket views]): at 3 ranks
+                      // with 1.13 PyTorch divides the view in place, x / 3, where the flag off
+                      // multiplies by 1/3; both sides do, bit for bit. With accumulation, and a hook.
+                      TrainerParity{"MlpGradientAsBucketView", "mlp", {"--max-steps", "40", "--gradient-as-bucket-view"}},
+                      TrainerParity{"MlpNoSync3RanksGradientAsBucketView", "mlp",
+                                    {"--max-steps", "8", "--grad-accum", "2", "--gradient-as-bucket-view"}, "0", 3, "1000"},
+                      TrainerParity{"Cnn4RanksGradientAsBucketView", "cnn", {"--max-steps", "5", "--gradient-as-bucket-view"}, "0", 4, "1000"},
+                      TrainerParity{"CnnFp16CommHookGradientAsBucketView", "cnn",
+                                    {"--max-steps", "12", "--comm-hook", "fp16", "--gradient-as-bucket-view"}}),
     [](const ::testing::TestParamInfo<TrainerParity>& i) { return i.param.name; });
 
 // Note [SyncBatchNorm]: N ranks of b images with --sync-bn compute what one process computes on
@@ -236,6 +245,33 @@ TEST(Trainer, OneBucketTrainsTheSameParameters) {
   expect_ok(one);
   EXPECT_EQ(fingerprint(one), fingerprint(buckets));
   EXPECT_NE(one.output.find("all-reduced in one bucket once backward has ended (--one-bucket: no overlap)"), std::string::npos) << one.output;
+  std::system(("rm -rf " + dir).c_str());
+}
+
+// --gradient-as-bucket-view: every .grad() a view into its bucket. At 2 and 4 ranks the same
+// arithmetic as the flag off (x * 1/2 and x / 2 are the same float), so the same parameters; the
+// gradients stored once: the bytes apart from the buckets drop from 4 per parameter to 0.
+TEST(Trainer, GradientAsBucketViewStoresGradientsOnceAndTrainsTheSameParameters) {
+  const std::string dir = temp_dir();
+  for (int world : {2, 4}) {
+    SCOPED_TRACE("world " + std::to_string(world));
+    const std::vector<std::string> mlp = {"--model", "mlp", "--max-steps", "12", "--grad-accum", "2"};
+    auto off = trainer(world, plus(plus(small_run(dir + "/off" + std::to_string(world)), mlp), {"--reset"}));
+    auto on = trainer(world, plus(plus(small_run(dir + "/on" + std::to_string(world)), mlp), {"--gradient-as-bucket-view"}));
+    expect_ok(off);
+    expect_ok(on);
+    EXPECT_EQ(fingerprint(on), fingerprint(off));
+    std::smatch params, apart_off, apart_on;
+    const std::regex model_line("model mlp: (\\d+) parameters"), bytes("\\((\\d+) \\+ (\\d+) bytes");
+    ASSERT_TRUE(std::regex_search(off.output, params, model_line)) << off.output;
+    ASSERT_TRUE(std::regex_search(off.output, apart_off, bytes)) << off.output;
+    ASSERT_TRUE(std::regex_search(on.output, apart_on, bytes)) << on.output;
+    const std::string float32_bytes = std::to_string(4 * std::stoll(params[1]));
+    EXPECT_EQ(apart_off[1], float32_bytes);  // the buckets: every gradient once
+    EXPECT_EQ(apart_off[2], float32_bytes);  // .grad(): each a second time
+    EXPECT_EQ(apart_on[1], float32_bytes);
+    EXPECT_EQ(apart_on[2], "0");
+  }
   std::system(("rm -rf " + dir).c_str());
 }
 
@@ -664,6 +700,20 @@ TEST(Trainer, AmpWithoutAGpuIsRefused) {
   auto r = trainer(1, {"--amp", "bf16", "--synthetic", "--train-samples", "64", "--out", temp_dir(), "--timeout", "20"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--amp bf16 needs a CUDA GPU"), std::string::npos) << r.output;
+}
+
+// CLI11's PositiveNumber and Range let "nan" through, which then failed inside the optimizer
+// with exit 1: refused at parsing now, like every other bad flag, and "inf" with the same words.
+TEST(Trainer, NonFiniteNumbersAreRefusedLikeEveryBadFlag) {
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+           {"--lr", "nan"}, {"--lr", "inf"}, {"--momentum", "nan"}, {"--weight-decay", "inf"}, {"--bucket-cap-mb", "nan"}}) {
+    const std::string out = temp_dir();
+    auto r = trainer(1, {flag, value, "--synthetic", "--out", out, "--timeout", "20"}, 30);
+    EXPECT_EQ(count(read_text(out + "/rank0.log"), "\n"), 0) << "refused before the run began";
+    std::system(("rm -rf " + out).c_str());
+    EXPECT_EQ(r.exit_code, 2) << flag << " " << value << ": " << r.output;
+    EXPECT_NE(r.output.find("not a finite number: " + value), std::string::npos) << r.output;
+  }
 }
 
 TEST(Trainer, ANonFiniteLossStopsTheRunWithAMessage) {

@@ -113,7 +113,7 @@ def worker(rank, a, store_file, out_file):
     with torch.no_grad():
         for p, t in zip(model.parameters(), load_list(a.init)):
             p.copy_(t)
-    ddp = DDP(model)
+    ddp = DDP(model, gradient_as_bucket_view=a.gradient_as_bucket_view)
     if a.comm_hook != "none":  # as 05_ddp --comm-hook (Note [Communication hooks])
         ddp.register_comm_hook(None, {"fp16": default_hooks.fp16_compress_hook,
                                       "bf16": default_hooks.bf16_compress_hook}[a.comm_hook])
@@ -201,6 +201,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tolerance", type=float, default=0.0)
     ap.add_argument("--comm-hook", choices=["none", "fp16", "bf16"], default="none")
+    ap.add_argument("--gradient-as-bucket-view", action="store_true")
     a = ap.parse_args()
     if a.print_buckets:
         print_buckets(a.print_buckets)

@@ -2,7 +2,10 @@
 #include "05_ddp/beyond/extras.h"
 
 #include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <string>
 
 #include "05_ddp/trainer/metrics.h"
@@ -56,7 +59,19 @@ void RunExtras::after_step(int64_t step) {
   trace().flush();
 }
 
-void RunExtras::report_overlap(const DistributedDataParallel& ddp) {
+namespace {
+
+double resident_bytes() {  // the second field of /proc/self/statm, in pages
+  long pages = 0, resident = 0;
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f && std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+  if (f) std::fclose(f);
+  return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace
+
+void RunExtras::report(const DistributedDataParallel& ddp) {
   const auto& overlap = ddp.overlap();  // Note [Overlap share], from the same clock as --trace
   if (gpu_timeline_ && gpu_timeline_->on()) {
     const GpuTimeline::Overlap gpu = gpu_timeline_->stop();
@@ -71,6 +86,18 @@ void RunExtras::report_overlap(const DistributedDataParallel& ddp) {
     log0("overlap: " + percent(overlap.share()) + " of all-reduce time hidden behind backward (" +
          seconds(overlap.comm_us / overlap.backwards / 1e6) + " of all-reduce per step on rank 0)");
   }
+  const auto grads = ddp.gradient_bytes();
+  auto mib = [](double bytes) {
+    char s[32];
+    std::snprintf(s, sizeof(s), "%.2f MiB", bytes / (1024.0 * 1024.0));
+    return std::string(s);
+  };
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);  // ru_maxrss: KiB on Linux
+  log0("gradient memory: " + mib(grads.buckets) + " in buckets + " + mib(grads.grads_apart) + " in .grad() apart from them (" +
+       std::to_string(grads.buckets) + " + " + std::to_string(grads.grads_apart) + " bytes" +
+       (o_.gradient_as_bucket_view ? ", --gradient-as-bucket-view" : "") + "); rank 0's RSS now " + mib(resident_bytes()) +
+       ", at its peak " + mib(usage.ru_maxrss * 1024.0));
 }
 
 void RunExtras::finish_trace() { ddp::finish_trace(o_.trace, group_); }

@@ -46,8 +46,9 @@ class RunExtras {
   // At the end of each step: --kill-rank; the trace flushed.
   void after_step(int64_t step);
   // After training: the share of all-reduce time hidden behind backward (Note [Overlap share]),
-  // or on a GPU with --trace from its kernels (Note [A GPU's timeline]).
-  void report_overlap(const DistributedDataParallel& ddp);
+  // or on a GPU with --trace from its kernels (Note [A GPU's timeline]); then the bytes the
+  // gradients take (Note [Gradients as bucket views]) and the process's peak memory.
+  void report(const DistributedDataParallel& ddp);
   // --trace: every rank's file written, and rank 0 merges them.
   void finish_trace();
 

@@ -20,9 +20,16 @@ std::string percent(double fraction) {
   return b;
 }
 
-RunOutput::RunOutput(const std::string& folder, int rank) : dir(folder), checkpoints(folder + "/checkpoints"), rank_(rank) {
+RunOutput::RunOutput(const std::string& folder, Group& group, const torch::Device& device)
+    : RunOutput(folder, group.rank(), claim_run_folder(folder, group, device)) {}
+
+RunOutput::RunOutput(const std::string& folder, int rank) : RunOutput(folder, rank, RunLock()) {}
+
+RunOutput::RunOutput(const std::string& folder, int rank, RunLock lock)
+    : dir(folder), checkpoints(folder + "/checkpoints"), lock_(std::move(lock)), rank_(rank) {
   make_dirs(dir);
   set_log_file(dir + "/rank" + std::to_string(rank) + ".log");
+  if (!lock_.took_over.empty()) log(lock_.took_over);
   if (rank != 0) return;
   const std::string jsonl = dir + "/metrics.jsonl";
   jsonl_ = std::fopen(jsonl.c_str(), "a");  // appended: a resumed run continues the same file

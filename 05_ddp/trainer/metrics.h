@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "05_ddp/trainer/run_lock.h"
+#include "common/group/process_group.h"
 #include "common/observe/tensorboard.h"
 
 namespace ddp {
@@ -21,9 +23,13 @@ struct Evaluation {
 std::string percent(double fraction);  // "83.44%"
 
 // The folder of a run: <dir>/rank<r>.log for every rank; metrics.jsonl and tensorboard/ from
-// rank 0; checkpoints/ written by rank 0 and read by all.
+// rank 0; checkpoints/ written by rank 0 and read by all; run.lock, which rank 0 holds.
 class RunOutput {
  public:
+  // Claims the folder for this run first (UsageError on every rank when a live run holds it:
+  // Note [One run per folder]), then opens the files.
+  RunOutput(const std::string& dir, Group& group, const torch::Device& device);
+  // The files alone, claiming nothing: for a test of one process.
   RunOutput(const std::string& dir, int rank);
   ~RunOutput();
   std::string dir, checkpoints;
@@ -34,7 +40,9 @@ class RunOutput {
   void validation(const Evaluation& e, int64_t step);
 
  private:
+  RunOutput(const std::string& dir, int rank, RunLock lock);
   void append_line(const nlohmann::ordered_json& record);  // to metrics.jsonl, keys in this order
+  RunLock lock_;  // first: held before anything else is opened, released after everything is closed
   int rank_;
   std::FILE* jsonl_ = nullptr;
   std::unique_ptr<TensorBoardWriter> tb_;

@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "common/basics/cli.h"
+
 namespace ddp {
 
 void add_trainer_options(CLI::App& app, TrainerOptions& o) {
@@ -19,16 +21,18 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
   app.add_option("--grad-accum", o.grad_accum, "Micro-batches per optimizer step, all but the last under no_sync()")
       ->check(CLI::PositiveNumber);
   app.add_option("--optimizer", o.optimizer, "sgd (with --momentum) or adamw")->check(CLI::IsMember({"sgd", "adamw"}));
-  app.add_option("--lr", o.lr, "Peak learning rate")->check(CLI::PositiveNumber);
-  app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
-  app.add_option("--weight-decay", o.weight_decay, "Weight decay")->check(CLI::NonNegativeNumber);
+  app.add_option("--lr", o.lr, "Peak learning rate")->check(finite_number())->check(CLI::PositiveNumber);
+  app.add_option("--momentum", o.momentum, "SGD momentum")->check(finite_number())->check(CLI::Range(0.0, 1.0));
+  app.add_option("--weight-decay", o.weight_decay, "Weight decay")->check(finite_number())->check(CLI::NonNegativeNumber);
   app.add_option("--warmup-steps", o.warmup_steps, "Linear warm-up steps before the cosine decay")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--max-steps", o.max_steps, "Stop after this many optimizer steps in all")->check(CLI::NonNegativeNumber);
   app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "Gradient bucket size in MiB (25 is PyTorch's)")
-      ->check(CLI::Range(0.001, 1024.0));
+      ->check(finite_number())->check(CLI::Range(0.001, 1024.0));
   app.add_flag("--one-bucket", o.one_bucket,
                "Every gradient in one bucket, all-reduced once backward has ended: no overlap (what buckets are measured against)");
+  app.add_flag("--gradient-as-bucket-view", o.gradient_as_bucket_view,
+               "Each .grad() a view into its bucket, as PyTorch's gradient_as_bucket_view=True: gradients stored once, not twice");
   app.add_option("--comm-hook", o.comm_hook,
                  "Gradient compression for the all-reduces, as PyTorch's DDP communication hooks: fp16 (fp16_compress_hook) or "
                  "bf16 (bf16_compress_hook): half the bytes, gradients rounded on the way")
@@ -53,7 +57,7 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
   app.add_flag("--reset", o.reset, "Start over instead of resuming from the latest checkpoint");
   app.add_flag("--eval-only", o.eval_only, "Evaluate the latest checkpoint (or the initial weights) and stop");
   app.add_option("--expect-accuracy", o.expect_accuracy, "Fail unless the final test accuracy reaches this (0-1)")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(finite_number())->check(CLI::Range(0.0, 1.0));
   app.add_option("--save-init", o.save_init, "Rank 0 writes the initial parameters here (torch::pickle_save)");
   app.add_option("--save-params", o.save_params, "Rank 0 writes the final parameters here (torch::pickle_save)");
   app.add_option("--nproc-per-node", o.nproc_per_node, "Start this many ranks here, through 02_spawn")->check(CLI::PositiveNumber);
@@ -80,7 +84,7 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
                  "exit 75 (USR2 as in sbatch --signal=USR2@90)");
   app.add_option("--drill-after", o.drill_after,
                  "Rehearse a preemption: each rank sends itself --requeue-signal this many seconds into training (not in a resumed run)")
-      ->check(CLI::PositiveNumber);
+      ->check(finite_number())->check(CLI::PositiveNumber);
   app.add_option("--drill-at-step", o.drill_at_step,
                  "The same drill after step N (counted from 1, as the progress lines): the run stops at the same step every time (not in a resumed run)")
       ->check(CLI::NonNegativeNumber);

@@ -21,6 +21,7 @@ struct TrainerOptions {
   double bucket_cap_mb = 25;
   bool one_bucket = false;  // every gradient in one bucket, after backward: no overlap
   std::string amp = "off";  // off | bf16 | fp16 (CUDA only)
+  bool gradient_as_bucket_view = false;  // each .grad() a view into its bucket (Note [Gradients as bucket views])
   std::string comm_hook = "none";  // none | fp16 | bf16: what the all-reduces send (Note [Communication hooks])
   std::string deterministic = "on";  // on | off: see Note [Reproducible GPU runs]
   uint64_t seed = 0;

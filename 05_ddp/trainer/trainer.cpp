@@ -1,6 +1,7 @@
 // provides: the optimizer by flag, and the --nproc-per-node relaunch through 02_spawn.
 #include "05_ddp/trainer/trainer.h"
 
+#include <torch/version.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,6 +22,22 @@ std::unique_ptr<torch::optim::Optimizer> make_trainer_optimizer(const std::vecto
   }
   // LibTorch's SGD, stepping every parameter in one launch: Note [One launch for all parameters].
   return std::make_unique<ForeachSgd>(params, torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
+}
+
+void zero_grad(torch::optim::Optimizer& optimizer) {
+  for (auto& group : optimizer.param_groups()) {
+    for (auto& p : group.params()) {
+      torch::Tensor& grad = p.mutable_grad();
+      if (!grad.defined()) continue;
+#if TORCH_VERSION_MAJOR >= 2
+      grad.reset();  // set_to_none=True, the default since 2.0
+#else
+      if (grad.grad_fn()) grad.detach_();
+      else grad.requires_grad_(false);
+      grad.zero_();
+#endif
+    }
+  }
 }
 
 int64_t count_parameters(const std::vector<torch::Tensor>& params) {

@@ -16,6 +16,12 @@ namespace ddp {
 std::unique_ptr<torch::optim::Optimizer> make_trainer_optimizer(const std::vector<torch::Tensor>& params,
                                                                 const TrainerOptions& o);
 
+// optimizer.zero_grad() as Python's of the same version does it: 2.x sets each .grad() to None,
+// 1.13 zeroes it in place. LibTorch's own C++ zero_grad() first calls .grad().detach_(), which a
+// .grad() that is a view into a DDP bucket refuses (--gradient-as-bucket-view: Note [Gradients as
+// bucket views]); Python's detaches only a .grad() that has a grad_fn. Same arithmetic.
+void zero_grad(torch::optim::Optimizer& optimizer);
+
 int64_t count_parameters(const std::vector<torch::Tensor>& params);
 
 // --nproc-per-node N: replaces this process with `02_spawn --nproc-per-node N -- <this program>

@@ -1,6 +1,7 @@
 // provides: the shared command-line flags and their parser.
 #include "common/basics/cli.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 
@@ -56,8 +57,18 @@ void add_common_flags(CLI::App& app, CommonFlags& f) {
                  "Collective backend: gloo (tensors on the CPU) or nccl (each rank on GPU cuda:<local rank>) [default: nccl when "
                  "this host has a GPU for every local rank, else gloo; DDP_GPU_COUNT overrides the count]");
   app.add_option("--init", f.init, "Rendezvous: env:// (TCP store at master addr:port) or file:///path [default: env://]");
-  app.add_option("--timeout", f.timeout_s, "Seconds to wait for peers, the store and each collective [default: 60]");
+  app.add_option("--timeout", f.timeout_s, "Seconds to wait for peers, the store and each collective [default: 60]");  // checked by validate()
   app.add_flag("--explain-env", f.explain_env, "Print every resolved setting and where it came from, then exit");
+}
+
+const CLI::Validator& finite_number() {
+  static const CLI::Validator v(
+      [](std::string& text) {
+        double x = 0;
+        return CLI::detail::lexical_cast(text, x) && std::isfinite(x) ? std::string() : "not a finite number: " + text;
+      },
+      "");  // nothing added to --help: the flag's own text and type say enough
+  return v;
 }
 
 void parse_flags(CLI::App& app, int argc, char** argv) {

@@ -25,6 +25,12 @@ void add_common_flags(CLI::App& app, CommonFlags& flags);
 // tells the truth]): call before adding options. add_common_flags() calls it.
 void show_true_defaults(CLI::App& app);
 
+// A number flag must be finite: CLI11's Range and PositiveNumber let "nan" through (every
+// comparison with NaN is false), to fail later inside an optimizer, with exit 1. Check it first
+// on every floating-point flag, so that its message is the one shown for "inf" too:
+// ->check(ddp::finite_number())->check(CLI::PositiveNumber).
+const CLI::Validator& finite_number();
+
 // Parses argv. --help prints and exits 0; any bad flag prints why and exits 2.
 void parse_flags(CLI::App& app, int argc, char** argv);
 

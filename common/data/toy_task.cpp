@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/basics/cli.h"
 #include "common/basics/errors.h"
 #include "common/basics/failure.h"
 #include "common/basics/log.h"
@@ -40,7 +41,7 @@ std::pair<torch::Tensor, torch::Tensor> batch(int step, int rank, int per_rank, 
 
 void add_train_flags(CLI::App& app, TrainFlags& f) {
   app.add_option("--steps", f.cfg.steps, "Training steps")->check(CLI::PositiveNumber);
-  app.add_option("--lr", f.cfg.lr, "Learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--lr", f.cfg.lr, "Learning rate")->check(finite_number())->check(CLI::PositiveNumber);
   app.add_option("--batch", f.cfg.batch, "Samples per rank per step")->check(CLI::PositiveNumber);
   app.add_option("--seed", f.cfg.seed, "Seed of the initial weights, the same on every rank");
   app.add_option("--save-init", f.save_init, "Rank 0 writes the initial parameters here (torch::pickle_save)");

@@ -151,6 +151,7 @@ void DistributedDataParallel::on_gradient_ready(size_t i) {
     ready_order_.clear();
     ready_at_launch_.clear();
     torch::autograd::Engine::get_default_engine().queue_callback([this] { finish_backward(); });
+    if (unused_.on) mark_unused_ready();  // --find-unused-parameters: Note [Unused parameters]
   }
   ready_order_.push_back(i);
   if (trace().on()) {  // each gradient's arrival: what bench/cost_model builds its buckets from
@@ -207,7 +208,8 @@ void DistributedDataParallel::finish_backward() {
     throw std::runtime_error("backward ended before every bucket was reduced: no gradient for " +
                              (missing.empty() ? std::string("(a parameter of a later bucket)") : missing) +
                              ". Every parameter must take part in the loss on every rank (PyTorch: "
-                             "\"Expected to have finished reduction in the prior iteration\")");
+                             "\"Expected to have finished reduction in the prior iteration\"), or, for a forward that "
+                             "skips some on purpose, set find_unused_parameters (05_ddp --find-unused-parameters)");
   }
   // 6. Wait for every bucket and copy the averaged gradients back into .grad().
   const double computed = wall_us();  // every gradient is ready: backward's computing is over
@@ -222,8 +224,12 @@ void DistributedDataParallel::finish_backward() {
     if (hook_ != CommHook::kNone) b.flat.copy_(b.wire);  // a comm hook's result, decompressed
     if (as_bucket_view_) continue;  // each .grad() is a view into `flat`: already there
     for (size_t k = 0; k < b.params.size(); ++k) {
-      torch::Tensor& grad = params_[b.params[k]].mutable_grad();
-      grad.copy_(b.flat.narrow(0, b.offsets[k], grad.numel()).view_as(grad));
+      const size_t i = b.params[k];
+      if (unused_.on && unused_everywhere(i)) continue;  // its .grad() left as it was (Note [Unused parameters])
+      torch::Tensor& grad = params_[i].mutable_grad();
+      torch::Tensor average = b.flat.narrow(0, b.offsets[k], params_[i].numel()).view_as(params_[i]);
+      if (grad.defined()) grad.copy_(average);
+      else grad = average.clone();  // a parameter this rank did not use, but another did
     }
   }
   // 7. Once, after the first iteration: rebuild the buckets in the order gradients really

@@ -79,6 +79,16 @@ class DistributedDataParallel {
   };
   GradientBytes gradient_bytes() const;
 
+  // find_unused_parameters=True in PyTorch's constructor (Note [Unused parameters]): a parameter
+  // that a forward does not reach is reduced as unused instead of stopping the run. Before the
+  // first backward; the buckets are then cut by size in definition order and never rebuilt.
+  void set_find_unused_parameters(bool on);
+  // What PyTorch's DDP forward does after the module's forward when the flag is on: walk the
+  // autograd graph back from `output` and note the parameters it does not reach.
+  void prepare_for_backward(const torch::Tensor& output);
+  // For the log: the walks' cost, and how often each parameter was unused here and everywhere.
+  std::string describe_unused() const;
+
   // Copies rank 0's buffers (BatchNorm's running statistics) to every rank: what PyTorch's DDP
   // does before every forward with broadcast_buffers=True, its default. Call it before each
   // forward, also in no_sync() and before evaluating. See Note [Buffers].
@@ -130,6 +140,8 @@ class DistributedDataParallel {
   bool skipped_by_fault_injection(Bucket& b, const std::string& tag);  // --skip-rank
   void gradient_into_view(size_t i, torch::Tensor& view);  // --gradient-as-bucket-view's step 4
   void point_gradients_at_buckets();  // ... and its .grad() = view, after a (re)build
+  void mark_unused_ready();  // --find-unused-parameters: the unreached parameters' share of step 4
+  bool unused_everywhere(size_t i);  // ... and whether no rank used parameter i (the bitmap's sum)
   void account_overlap(double computed_us);  // Note [Overlap share]
 
   std::shared_ptr<torch::nn::Module> module_;
@@ -144,6 +156,16 @@ class DistributedDataParallel {
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_, slot_of_;  // param index -> bucket, position in it
   bool sync_ = true, in_backward_ = false, rebuilt_ = false, skip_next_ = false, as_bucket_view_ = false;
+  struct Unused {  // --find-unused-parameters (Note [Unused parameters])
+    bool on = false;
+    std::vector<size_t> now;  // this forward's unreached parameters
+    torch::Tensor used;       // 1 per parameter its hook saw, summed over the ranks
+    Pending usage_work;       // that sum's all-reduce
+    bool summed = false;
+    int64_t walks = 0, nodes = 0;
+    double walk_us = 0;
+    std::vector<int64_t> here, everywhere;  // steps each parameter was unused
+  } unused_;
   Overlap overlap_;
   size_t next_bucket_ = 0;
   int launched_last_ = 0;

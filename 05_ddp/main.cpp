@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
     std::vector<torch::Tensor> params = model.module->parameters();
     if (rank == 0 && !o.save_init.empty()) ddp::toy::save_params(params, o.save_init);
     ddp::DistributedDataParallel ddp_model(model.module, group, o.one_bucket ? ddp::kOneBucket : static_cast<size_t>(o.bucket_cap_mb * ddp::kMiB));
-    ddp::apply_ddp_flags(ddp_model, o);  // --comm-hook, --gradient-as-bucket-view: pages of going_further/
+    ddp::apply_ddp_flags(ddp_model, model, o);  // --comm-hook, --find-unused-parameters, ...: pages of going_further/
     std::unique_ptr<torch::optim::Optimizer> optimizer = ddp::make_trainer_optimizer(params, o);
     ddp::Amp amp(o.amp, device);  // --amp bf16|fp16 on a GPU; see Note [Mixed precision and DDP]
     ddp::log0("model " + o.model + ": " + std::to_string(ddp::count_parameters(params)) +

@@ -1,4 +1,4 @@
-// defines: the two models of the trainer, an MLP and a small CNN, for 28x28 grey images.
+// defines: the models of the trainer, an MLP and a small CNN (and variants), for 28x28 grey images.
 #pragma once
 #include <torch/torch.h>
 
@@ -79,7 +79,30 @@ struct CnnBnImpl : torch::nn::Module {
 };
 TORCH_MODULE(CnnBn);
 
-// A model by name ("mlp", "cnn" or "cnn_bn"), initialised from `seed`, with forward() reachable
+// The MLP with a second head that forward() uses on some batches only: when the batch's first
+// image is bright at its centre. A branch taken by data (a router, an optional head, a model
+// whose forward depends on its input) leaves its parameters without a gradient on the steps it
+// is skipped, on some ranks or on all. Our DDP, like PyTorch's, then fails unless told to look
+// for such parameters: --find-unused-parameters (Note [Unused parameters] in ddp_extensions.cpp).
+struct MlpBranchImpl : torch::nn::Module {
+  MlpBranchImpl() {
+    fc1 = register_module("fc1", torch::nn::Linear(784, 512));
+    fc2 = register_module("fc2", torch::nn::Linear(512, 256));
+    fc3 = register_module("fc3", torch::nn::Linear(256, 10));
+    aux = register_module("aux", torch::nn::Linear(256, 10));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    // One pixel, no sum: the same decision in C++ and in Python, bit for bit.
+    const bool branch = x.index({0, 0, 14, 14}).item<float>() > 0;
+    x = torch::relu(fc1->forward(x.flatten(1)));
+    x = torch::relu(fc2->forward(x));
+    return branch ? fc3->forward(x) + aux->forward(x) : fc3->forward(x);
+  }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr}, aux{nullptr};
+};
+TORCH_MODULE(MlpBranch);
+
+// A model by name ("mlp", "mlp_branch", "cnn" or "cnn_bn"), initialised from `seed`, with forward() reachable
 // through the returned function (LibTorch modules have no common virtual forward). `norm`, if
 // given, is how its BatchNorm layers normalise; a model without BatchNorm refuses it.
 struct AnyModel {
@@ -95,6 +118,10 @@ inline AnyModel make_model(const std::string& name, uint64_t seed, Normalise nor
   }
   if (name == "cnn_bn") {
     CnnBn m(std::move(norm));
+    return {m.ptr(), [m](const torch::Tensor& x) mutable { return m->forward(x); }};
+  }
+  if (name == "mlp_branch") {
+    MlpBranch m;
     return {m.ptr(), [m](const torch::Tensor& x) mutable { return m->forward(x); }};
   }
   Mlp m;

@@ -62,6 +62,20 @@ class Mlp(nn.Module):
         return self.fc3(x)
 
 
+class MlpBranch(Mlp):
+    """As MlpBranchImpl in 05_ddp/models.h: the aux head only when the batch's first image is
+    bright at its centre."""
+    def __init__(self):
+        super().__init__()
+        self.aux = nn.Linear(256, 10)
+
+    def forward(self, x):
+        branch = bool(x[0, 0, 14, 14].item() > 0)
+        x = torch.relu(self.fc1(x.flatten(1)))
+        x = torch.relu(self.fc2(x))
+        return self.fc3(x) + self.aux(x) if branch else self.fc3(x)
+
+
 class Cnn(nn.Module):
     def __init__(self):
         super().__init__()
@@ -94,7 +108,7 @@ class CnnBn(nn.Module):
         return self.fc2(x)
 
 
-MODELS = {"mlp": Mlp, "cnn": Cnn, "cnn_bn": CnnBn}
+MODELS = {"mlp": Mlp, "cnn": Cnn, "cnn_bn": CnnBn, "mlp_branch": MlpBranch}
 
 
 def learning_rate(a, step, total):
@@ -113,7 +127,7 @@ def worker(rank, a, store_file, out_file):
     with torch.no_grad():
         for p, t in zip(model.parameters(), load_list(a.init)):
             p.copy_(t)
-    ddp = DDP(model, gradient_as_bucket_view=a.gradient_as_bucket_view)
+    ddp = DDP(model, gradient_as_bucket_view=a.gradient_as_bucket_view, find_unused_parameters=a.find_unused_parameters)
     if a.comm_hook != "none":  # as 05_ddp --comm-hook (Note [Communication hooks])
         ddp.register_comm_hook(None, {"fp16": default_hooks.fp16_compress_hook,
                                       "bf16": default_hooks.bf16_compress_hook}[a.comm_hook])
@@ -202,6 +216,7 @@ def main():
     ap.add_argument("--tolerance", type=float, default=0.0)
     ap.add_argument("--comm-hook", choices=["none", "fp16", "bf16"], default="none")
     ap.add_argument("--gradient-as-bucket-view", action="store_true")
+    ap.add_argument("--find-unused-parameters", action="store_true")
     a = ap.parse_args()
     if a.print_buckets:
         print_buckets(a.print_buckets)

@@ -1,11 +1,20 @@
-// provides: apply_ddp_flags(): --comm-hook and --gradient-as-bucket-view onto the DDP class.
+// provides: apply_ddp_flags(): --comm-hook, --gradient-as-bucket-view and
+// --find-unused-parameters onto the DDP class.
 #include "05_ddp/beyond/ddp_flags.h"
 
 namespace ddp {
 
-void apply_ddp_flags(DistributedDataParallel& ddp, const TrainerOptions& o) {
+void apply_ddp_flags(DistributedDataParallel& ddp, AnyModel& model, const TrainerOptions& o) {
   ddp.register_comm_hook(parse_comm_hook(o.comm_hook));            // Note [Communication hooks]
   ddp.set_gradient_as_bucket_view(o.gradient_as_bucket_view);  // Note [Gradients as bucket views]
+  ddp.set_find_unused_parameters(o.find_unused_parameters);    // Note [Unused parameters]
+  if (o.find_unused_parameters) {
+    model.forward = [forward = model.forward, &ddp](const torch::Tensor& x) {
+      torch::Tensor output = forward(x);
+      ddp.prepare_for_backward(output);
+      return output;
+    };
+  }
 }
 
 }  // namespace ddp

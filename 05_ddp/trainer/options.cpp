@@ -8,8 +8,11 @@
 namespace ddp {
 
 void add_trainer_options(CLI::App& app, TrainerOptions& o) {
-  app.add_option("--model", o.model, "mlp, cnn, or cnn_bn (the CNN with BatchNorm)")
-      ->check(CLI::IsMember({"mlp", "cnn", "cnn_bn"}));
+  app.add_option("--model", o.model, "mlp, cnn, cnn_bn (the CNN with BatchNorm), or mlp_branch (the MLP with a head some batches skip)")
+      ->check(CLI::IsMember({"mlp", "cnn", "cnn_bn", "mlp_branch"}));
+  app.add_flag("--find-unused-parameters", o.find_unused_parameters,
+               "After each forward, find the parameters the output does not reach and reduce them as unused, as PyTorch's "
+               "find_unused_parameters=True (--model mlp_branch needs it)");
   app.add_flag("--sync-bn", o.sync_bn, "SyncBatchNorm: BatchNorm statistics over all ranks' batches, not each rank's own (--model cnn_bn)");
   app.add_option("--epochs", o.epochs, "Passes over the training set")->check(CLI::PositiveNumber);
   auto* batch = app.add_option("--batch-size", o.batch_size, "Samples per rank per micro-batch")->check(CLI::PositiveNumber);

@@ -8,7 +8,7 @@ namespace ddp {
 
 struct TrainerOptions {
   // model and optimisation
-  std::string model = "mlp";  // mlp | cnn | cnn_bn
+  std::string model = "mlp";  // mlp | cnn | cnn_bn | mlp_branch
   bool sync_bn = false;       // BatchNorm statistics over all ranks (Note [SyncBatchNorm])
   int epochs = 3;
   int batch_size = 64;  // per rank and micro-batch, as a Python DataLoader's batch_size
@@ -21,6 +21,7 @@ struct TrainerOptions {
   double bucket_cap_mb = 25;
   bool one_bucket = false;  // every gradient in one bucket, after backward: no overlap
   std::string amp = "off";  // off | bf16 | fp16 (CUDA only)
+  bool find_unused_parameters = false;  // Note [Unused parameters]
   bool gradient_as_bucket_view = false;  // each .grad() a view into its bucket (Note [Gradients as bucket views])
   std::string comm_hook = "none";  // none | fp16 | bf16: what the all-reduces send (Note [Communication hooks])
   std::string deterministic = "on";  // on | off: see Note [Reproducible GPU runs]

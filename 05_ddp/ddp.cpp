@@ -74,9 +74,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
                                                  size_t bucket_cap_bytes)
     : module_(std::move(module)), group_(group), cap_bytes_(bucket_cap_bytes) {
   // 1/world as PyTorch passes it to mul_out: a "wrapped number", a scalar that neither promotes
-  // the gradient's type nor needs to live on its device.
-  inverse_world_ = torch::scalar_tensor(1.0 / group_.size(), torch::kDouble);
-  inverse_world_.unsafeGetTensorImpl()->set_wrapped_number(true);
+  // the gradient's type nor needs to live on its device (set_gradient_divisor).
+  set_gradient_divisor(group_.size());
   // 1. Every rank starts from rank 0's weights (and buffers): flat broadcasts, side by side.
   {
     std::vector<torch::Tensor> state = module_->parameters();
@@ -107,7 +106,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   }
 }
 
-void DistributedDataParallel::broadcast_from_rank0(const std::vector<torch::Tensor>& tensors, const std::string& tag) {
+void DistributedDataParallel::broadcast_from_rank0(const std::vector<torch::Tensor>& tensors, const std::string& tag, int src) {
   torch::NoGradGuard no_grad;
   std::map<c10::ScalarType, std::vector<torch::Tensor>> by_type;  // one flat broadcast per dtype
   for (const auto& t : tensors) by_type[t.scalar_type()].push_back(t);
@@ -115,7 +114,9 @@ void DistributedDataParallel::broadcast_from_rank0(const std::vector<torch::Tens
     std::vector<torch::Tensor> pieces;
     for (auto& t : same_type) pieces.push_back(t.detach().reshape(-1));
     std::vector<torch::Tensor> flat{torch::cat(pieces)};
-    run(group_, "broadcast", tag, flat[0].numel() * flat[0].element_size(), [&] { return group_.pg->broadcast(flat); });
+    c10d::BroadcastOptions from;
+    from.rootRank = src;
+    run(group_, "broadcast", tag, flat[0].numel() * flat[0].element_size(), [&] { return group_.pg->broadcast(flat, from); });
     int64_t at = 0;
     for (auto& t : same_type) t.copy_(flat[0].narrow(0, at, t.numel()).view_as(t)), at += t.numel();
   }
@@ -180,10 +181,14 @@ void DistributedDataParallel::launch_ready_buckets() {
     const std::string tag = "bucket" + std::to_string(next_bucket_);
     trace().instant(tag + " ready", "ddp", wall_us(), Trace::kCompute);
     if (!skipped_by_fault_injection(b, tag)) {
-      std::vector<torch::Tensor> t{to_wire(b)};  // the flat bucket (or what a comm hook sends)
-      // Returns at once; Gloo works in its own threads. Recorded and traced by issue().
-      b.work = issue(group_, "all-reduce", tag, t[0].numel() * t[0].element_size(),
-                     [&] { return group_.pg->allreduce(t); });
+      if (powersgd_) {  // its collectives, several per bucket: Note [PowerSGD]
+        b.work = powersgd_->launch(next_bucket_, b.flat, gradient_views(b), tag);
+      } else {
+        std::vector<torch::Tensor> t{to_wire(b)};  // the flat bucket (or what a comm hook sends)
+        // Returns at once; Gloo works in its own threads. Recorded and traced by issue().
+        b.work = issue(group_, "all-reduce", tag, t[0].numel() * t[0].element_size(),
+                       [&] { return group_.pg->allreduce(t); });
+      }
     }
     ready_at_launch_.push_back(ready_order_.size());
     ++next_bucket_;
@@ -221,7 +226,12 @@ void DistributedDataParallel::finish_backward() {
   }
   account_overlap(computed);
   for (auto& b : buckets_) {
-    if (hook_ != CommHook::kNone) b.flat.copy_(b.wire);  // a comm hook's result, decompressed
+    if (powersgd_ && !b.skipped) {
+      const size_t k = static_cast<size_t>(&b - buckets_.data());
+      powersgd_->finish(k, k + 1 == buckets_.size());  // P, then Q: Note [PowerSGD]
+    } else if (hook_ != CommHook::kNone) {
+      b.flat.copy_(b.wire);  // a comm hook's result, decompressed
+    }
     if (as_bucket_view_) continue;  // each .grad() is a view into `flat`: already there
     for (size_t k = 0; k < b.params.size(); ++k) {
       const size_t i = b.params[k];

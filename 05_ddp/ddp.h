@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "05_ddp/beyond/powersgd.h"
 #include "common/observe/flight_recorder.h"
 #include "common/group/process_group.h"
 
@@ -30,8 +31,8 @@ std::vector<std::vector<size_t>> assign_buckets(const std::vector<size_t>& order
                                                 size_t first_limit, size_t cap);
 
 // What travels on the wire (an extension: Note [Communication hooks] in ddp_extensions.cpp).
-enum class CommHook { kNone, kFp16, kBf16 };
-CommHook parse_comm_hook(const std::string& name);  // "none", "fp16", "bf16"; else UsageError
+enum class CommHook { kNone, kFp16, kBf16, kPowerSgd };
+CommHook parse_comm_hook(const std::string& name);  // "none", "fp16", "bf16", "powersgd"; else UsageError
 
 class DistributedDataParallel {
  public:
@@ -66,7 +67,8 @@ class DistributedDataParallel {
 
   // ddp_model.register_comm_hook(state, fp16_compress_hook) in PyTorch: before the first
   // backward. Throws UsageError where the backend cannot all-reduce the hook's type.
-  void register_comm_hook(CommHook hook);
+  // kPowerSgd: powerSGD_hook with a PowerSGDState of `powersgd`'s settings (Note [PowerSGD]).
+  void register_comm_hook(CommHook hook, const PowerSgdOptions& powersgd = {});
 
   // gradient_as_bucket_view=True in PyTorch's constructor: each .grad() becomes a view into its
   // place in its bucket, so every gradient is stored once instead of twice (Note [Gradients as
@@ -88,6 +90,16 @@ class DistributedDataParallel {
   void prepare_for_backward(const torch::Tensor& output);
   // For the log: the walks' cost, and how often each parameter was unused here and everywhere.
   std::string describe_unused() const;
+
+  // Join (Note [Uneven inputs and Join], beyond/join.cpp). What a rank that has run out of data
+  // does in place of a backward: one all-reduce of zeros per bucket, in bucket order, in the type
+  // the comm hook sends (PyTorch's _match_all_reduce_for_bwd_pass).
+  void shadow_backward();
+  // Divide the gradients by n ranks instead of the world size, from the next backward on
+  // (Join's divide_by_initial_world_size=False, n = the ranks still training).
+  void set_gradient_divisor(int n);
+  // Every rank takes rank `src`'s parameters and buffers (Join's final model sync).
+  void sync_module_from(int src);
 
   // Copies rank 0's buffers (BatchNorm's running statistics) to every rank: what PyTorch's DDP
   // does before every forward with broadcast_buffers=True, its default. Call it before each
@@ -131,12 +143,13 @@ class DistributedDataParallel {
   // The core (ddp.cpp).
   void build_buckets(const std::vector<std::vector<size_t>>& assignment);
   // Rank 0's values into `tensors` on every rank: one flat broadcast per dtype.
-  void broadcast_from_rank0(const std::vector<torch::Tensor>& tensors, const std::string& tag);
+  void broadcast_from_rank0(const std::vector<torch::Tensor>& tensors, const std::string& tag, int src = 0);
   void on_gradient_ready(size_t i);  // the hook
   void launch_ready_buckets();
   void finish_backward();  // queued to run once at the end of backward
   // The extensions' parts of it (ddp_extensions.cpp).
   torch::Tensor to_wire(Bucket& b);  // what the all-reduce sends: `flat`, or compressed by a hook
+  std::vector<torch::Tensor> gradient_views(const Bucket& b) const;  // its gradients, shaped: PowerSGD's matrices
   bool skipped_by_fault_injection(Bucket& b, const std::string& tag);  // --skip-rank
   void gradient_into_view(size_t i, torch::Tensor& view);  // --gradient-as-bucket-view's step 4
   void point_gradients_at_buckets();  // ... and its .grad() = view, after a (re)build
@@ -148,7 +161,9 @@ class DistributedDataParallel {
   Group& group_;
   size_t cap_bytes_;
   torch::Tensor inverse_world_;  // 1/world, multiplied in while copying into a bucket
+  int divisor_ = 0;              // the world size (or, under Join, the ranks still training)
   CommHook hook_ = CommHook::kNone;
+  std::unique_ptr<PowerSgd> powersgd_;  // with --comm-hook powersgd: its state (Note [PowerSGD])
   std::vector<torch::Tensor> params_;
   std::vector<std::string> names_;
   std::vector<size_t> bytes_;  // each parameter's gradient size, for the bucket plan

@@ -74,7 +74,7 @@ void DistributedDataParallel::set_gradient_as_bucket_view(bool on) {
 void DistributedDataParallel::gradient_into_view(size_t i, torch::Tensor& view) {
   torch::Tensor& grad = params_[i].mutable_grad();
   if (grad.is_alias_of(view)) {
-    if (hook_ == CommHook::kNone) view.div_(group_.size());  // PyTorch's in-place division
+    if (hook_ == CommHook::kNone) view.div_(divisor_);  // PyTorch's in-place division
     return;
   }
   if (hook_ == CommHook::kNone) {
@@ -216,10 +216,11 @@ CommHook parse_comm_hook(const std::string& name) {
   if (name == "none") return CommHook::kNone;
   if (name == "fp16") return CommHook::kFp16;
   if (name == "bf16") return CommHook::kBf16;
-  throw UsageError("--comm-hook " + name + ": use none, fp16 or bf16");
+  if (name == "powersgd") return CommHook::kPowerSgd;
+  throw UsageError("--comm-hook " + name + ": use none, fp16, bf16 or powersgd");
 }
 
-void DistributedDataParallel::register_comm_hook(CommHook hook) {
+void DistributedDataParallel::register_comm_hook(CommHook hook, const PowerSgdOptions& powersgd) {
   if (rebuilt_ || in_backward_) throw UsageError("register_comm_hook: call it before the first backward, as in PyTorch");
 #if TORCH_VERSION_MAJOR < 2
   // LibTorch 1.13's Gloo has no bfloat16 sum ("Invalid scalar type"); PyTorch 1.13's DDP refuses
@@ -231,10 +232,21 @@ void DistributedDataParallel::register_comm_hook(CommHook hook) {
   }
 #endif
   hook_ = hook;
+  powersgd_.reset();
+  if (hook == CommHook::kPowerSgd) powersgd_ = std::make_unique<PowerSgd>(group_, powersgd, params_);
+}
+
+std::vector<torch::Tensor> DistributedDataParallel::gradient_views(const Bucket& b) const {
+  std::vector<torch::Tensor> views;
+  for (size_t k = 0; k < b.params.size(); ++k) {
+    const torch::Tensor& p = params_[b.params[k]];
+    views.push_back(b.flat.narrow(0, b.offsets[k], p.numel()).view(p.sizes()));
+  }
+  return views;
 }
 
 torch::Tensor DistributedDataParallel::to_wire(Bucket& b) {
-  if (hook_ == CommHook::kNone) return b.flat;
+  if (hook_ == CommHook::kNone || hook_ == CommHook::kPowerSgd) return b.flat;  // PowerSGD: its own collectives
   // Compress, then divide in the compressed type (Note [Communication hooks]).
   b.wire = b.flat.to(hook_ == CommHook::kFp16 ? torch::kHalf : torch::kBFloat16).div_(group_.size());
   return b.wire;
@@ -267,6 +279,28 @@ void DistributedDataParallel::account_overlap(double computed_us) {
   }
   close();
   if (rebuilt_) overlap_.comm_us += comm, overlap_.hidden_us += hidden, ++overlap_.backwards;  // not the first
+}
+
+void DistributedDataParallel::set_gradient_divisor(int n) {
+  divisor_ = n;
+  inverse_world_ = torch::scalar_tensor(1.0 / n, torch::kDouble);
+  inverse_world_.unsafeGetTensorImpl()->set_wrapped_number(true);
+}
+
+void DistributedDataParallel::shadow_backward() {
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    const Bucket& b = buckets_[k];
+    const auto type = hook_ == CommHook::kFp16 ? torch::kHalf : hook_ == CommHook::kBf16 ? torch::kBFloat16 : b.flat.scalar_type();
+    std::vector<torch::Tensor> zeros{torch::zeros({b.flat.numel()}, b.flat.options().dtype(type))};
+    run(group_, "all-reduce", "bucket" + std::to_string(k) + " (Join: zeros)", zeros[0].numel() * zeros[0].element_size(),
+        [&] { return group_.pg->allreduce(zeros); });
+  }
+}
+
+void DistributedDataParallel::sync_module_from(int src) {
+  std::vector<torch::Tensor> state = module_->parameters();
+  for (auto& b : module_->buffers()) state.push_back(b);
+  broadcast_from_rank0(state, "final model from rank " + std::to_string(src) + " (Join)", src);
 }
 
 void DistributedDataParallel::sync_buffers() {

@@ -34,6 +34,7 @@
 #include "05_ddp/beyond/ddp_flags.h"
 #include "05_ddp/beyond/elastic.h"
 #include "05_ddp/beyond/extras.h"
+#include "05_ddp/beyond/join.h"
 #include "05_ddp/trainer/metrics.h"
 #include "05_ddp/models.h"
 #include "05_ddp/trainer/resume.h"
@@ -108,7 +109,8 @@ int main(int argc, char** argv) {
     if (rank == 0 && !o.save_init.empty()) ddp::toy::save_params(params, o.save_init);
     ddp::DistributedDataParallel ddp_model(model.module, group, o.one_bucket ? ddp::kOneBucket : static_cast<size_t>(o.bucket_cap_mb * ddp::kMiB));
     ddp::apply_ddp_flags(ddp_model, model, o);  // --comm-hook, --find-unused-parameters, ...: pages of going_further/
-    std::unique_ptr<torch::optim::Optimizer> optimizer = ddp::make_trainer_optimizer(params, o);
+    ddp::Join join(o, ddp_model, sampler, group, device);  // --uneven-shards, --join: Note [Uneven inputs and Join]
+    std::unique_ptr<torch::optim::Optimizer> optimizer = ddp::make_trainer_optimizer(params, o, group);
     ddp::Amp amp(o.amp, device);  // --amp bf16|fp16 on a GPU; see Note [Mixed precision and DDP]
     ddp::log0("model " + o.model + ": " + std::to_string(ddp::count_parameters(params)) +
               (o.one_bucket ? " parameters, all-reduced in one bucket once backward has ended (--one-bucket: no overlap)"
@@ -145,9 +147,10 @@ int main(int argc, char** argv) {
       for (auto& g : optimizer->param_groups()) g.options().set_lr(lr);
       ddp::zero_grad(*optimizer);  // optimizer.zero_grad(), as Python's (trainer.h)
       const int64_t first = in_epoch * o.grad_accum, last = std::min(n_batches, first + o.grad_accum);
+      const bool joined = join.out_of_data(static_cast<int64_t>(order.size()), first, last);  // then no batch: shadow
       // Summed on the model's device: reading it every step would wait for the GPU every step.
       torch::Tensor step_loss = torch::zeros({}, torch::TensorOptions(torch::kFloat64).device(device));
-      for (int64_t b = first; b < last; ++b) {
+      for (int64_t b = first; b < last && !joined; ++b) {
         auto no_sync = b + 1 < last ? ddp_model.no_sync() : nullptr;  // communicate on the last only
         const int64_t from = b * o.batch_size, to = std::min<int64_t>(from + o.batch_size, order.size());
         extras.record_samples(step, order, from, to);  // --record-samples
@@ -168,13 +171,14 @@ int main(int argc, char** argv) {
       }
       {
         ddp::Span span("optimizer");
-        amp.step(*optimizer, params, step);  // optimizer->step(), unless fp16 found inf/NaN gradients
+        if (!joined) amp.step(*optimizer, params, step);  // optimizer->step(), unless fp16 found inf/NaN gradients
       }
       progress.step_done(step, step_loss, lr);
 
       // 6. Validate at each epoch's end; checkpoint then, every --ckpt-every steps, and when preempted.
       const bool epoch_end = in_epoch == steps_per_epoch - 1 || step + 1 == total_steps;
       if (epoch_end) {
+        join.sync_final_model();  // --join: the model of the last rank to run out of data, everywhere
         ddp::Progress::Pause paused(progress);  // samples/s counts training only
         out.validation(*(last_eval = ddp::evaluate(model, ddp_model, test, group, o.batch_size, device)), step + 1);
       }

@@ -167,7 +167,38 @@ INSTANTIATE_TEST_SUITE_P(
                       // all (.grad() untouched: with 2.x's zero_grad None, so SGD skips it).
                       TrainerParity{"MlpBranchFindUnusedParameters", "mlp_branch", {"--max-steps", "40", "--find-unused-parameters"}},
                       TrainerParity{"MlpBranchFindUnusedParameters3Ranks", "mlp_branch",
-                                    {"--max-steps", "40", "--find-unused-parameters"}, "0", 3}),
+                                    {"--max-steps", "40", "--find-unused-parameters"}, "0", 3},
+                      // Join (Note [Uneven inputs and Join]) against PyTorch's Join([ddp]): shares
+                      // without padding, so at each epoch's end the ranks with a batch fewer
+                      // shadow the last step; 40 steps cross one epoch's end. Training sets sized
+                      // so that rank 0 (2049 at 2 and 4 ranks, 2017 at 3), ranks 0-1 (2018) or
+                      // ranks 0-2 (2051) have one batch of 32 more than the others.
+                      TrainerParity{"JoinUneven2Ranks", "mlp", {"--max-steps", "40", "--uneven-shards", "--join"}, "0", 2, "2049"},
+                      TrainerParity{"JoinUneven2RanksAccumulatingDividedByLiveRanks", "mlp",
+                                    {"--max-steps", "40", "--grad-accum", "2", "--uneven-shards", "--join", "--divide-by-live-ranks"},
+                                    "0", 2, "2049"},
+                      TrainerParity{"JoinUneven3Ranks", "mlp", {"--max-steps", "40", "--uneven-shards", "--join"}, "0", 3, "2017"},
+                      TrainerParity{"JoinUneven3RanksAccumulatingDividedByLiveRanks", "mlp",
+                                    {"--max-steps", "40", "--grad-accum", "2", "--uneven-shards", "--join", "--divide-by-live-ranks"},
+                                    "0", 3, "2018"},
+                      TrainerParity{"JoinUneven4RanksDividedByLiveRanks", "mlp",
+                                    {"--max-steps", "40", "--uneven-shards", "--join", "--divide-by-live-ranks"}, "0", 4, "2051"},
+                      TrainerParity{"JoinUneven4RanksAccumulating", "mlp",
+                                    {"--max-steps", "40", "--grad-accum", "2", "--uneven-shards", "--join"}, "0", 4, "2049"},
+                      // ZeroRedundancyOptimizer (Note [ZeRO-1: optimizer state sharded]): the same
+                      // greedy partition, each rank stepping its shard, every parameter broadcast
+                      // from its owner. AdamW with the tolerance of the AdamW entries above.
+                      TrainerParity{"MlpZero", "mlp", {"--max-steps", "40", "--zero"}},
+                      TrainerParity{"Cnn3RanksZero", "cnn", {"--max-steps", "6", "--zero"}, "0", 3, "1000"},
+                      TrainerParity{"MlpNoSync3RanksZero", "mlp", {"--max-steps", "8", "--grad-accum", "2", "--zero"}, "0", 3, "1000"},
+                      TrainerParity{"Mlp4RanksZero", "mlp", {"--max-steps", "10", "--zero"}, "0", 4, "1000"},
+                      TrainerParity{"Cnn4RanksZero", "cnn", {"--max-steps", "5", "--zero"}, "0", 4, "1000"},
+                      TrainerParity{"MlpAdamWZero", "mlp",
+                                    {"--max-steps", "40", "--optimizer", "adamw", "--lr", "1e-3", "--weight-decay", "0.01", "--zero"},
+                                    "1e-6"},
+                      TrainerParity{"MlpAdamWZero3Ranks", "mlp",
+                                    {"--max-steps", "14", "--optimizer", "adamw", "--lr", "1e-3", "--weight-decay", "0.01", "--zero"},
+                                    "1e-6", 3, "1000"}),
     [](const ::testing::TestParamInfo<TrainerParity>& i) { return i.param.name; });
 
 // Note [SyncBatchNorm]: N ranks of b images with --sync-bn compute what one process computes on
@@ -308,6 +339,42 @@ TEST(Trainer, ABranchSkippedOnSomeStepsNeedsFindUnusedParameters) {
   std::system(("rm -rf " + dir).c_str());
 }
 
+// --uneven-shards: 2049 images over 2 ranks, 32 per batch: 33 batches on rank 0, 32 on rank 1.
+// Without Join rank 1 leaves the epoch after step 32 and meets rank 0's gradient all-reduce with
+// its validation's: the run fails within the timeout, and the flight recorder names the rank
+// that ran out and what each rank was running. With --join it trains to the end, rank 1 shadowing
+// step 33, and all ranks end with rank 0's model (the last to run out).
+TEST(Trainer, UnevenShardsFailNamingTheRankThatRanOutUnlessJoined) {
+  const std::string dir = temp_dir();
+  const std::vector<std::string> uneven = {"--train-samples", "2049", "--batch-size", "32", "--max-steps", "40", "--test-samples",
+                                           "200", "--timeout", "10", "--uneven-shards"};
+  auto alone = trainer(2, plus(uneven, {"--out", dir + "/alone"}), 60);
+  EXPECT_NE(alone.exit_code, 0) << alone.output;
+  EXPECT_NE(alone.output.find("[rank 1/2] out of data at step 33"), std::string::npos) << alone.output;
+  EXPECT_NE(alone.output.find("[rank 1/2] flight recorder: rank 0 and this rank disagree"), std::string::npos) << alone.output;
+  EXPECT_NE(alone.output.find("while this rank ran all-reduce validation"), std::string::npos) << alone.output;
+  auto joined = trainer(2, plus(uneven, {"--out", dir + "/joined", "--join"}), 60);
+  expect_ok(joined);
+  EXPECT_NE(joined.output.find("[rank 1/2] out of data at step 33: shadowing the all-reduces of the 1 rank(s) still training"),
+            std::string::npos) << joined.output;
+  EXPECT_NE(joined.output.find("every rank takes the model of rank 0"), std::string::npos) << joined.output;
+  EXPECT_EQ(count(joined.output, "check: every rank holds the same parameters: OK"), 1) << joined.output;
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST(Trainer, JoinFlagsThatCannotApplyAreRefused) {
+  const std::string dir = temp_dir();
+  for (const auto& [flags, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--join"}, "--join: the padding sampler gives every rank the same number of batches"},
+           {{"--uneven-shards", "--divide-by-live-ranks"}, "--divide-by-live-ranks applies to --join only"},
+           {{"--uneven-shards", "--join", "--model", "cnn_bn"}, "--join with BatchNorm buffers: not in this course"}}) {
+    auto r = trainer(2, plus(plus(small_run(dir), flags), {"--max-steps", "2"}), 60);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+  }
+  std::system(("rm -rf " + dir).c_str());
+}
+
 // A model without BatchNorm has nothing to synchronise: the flag is refused, not ignored.
 TEST(Trainer, SyncBatchNormWithoutBatchNormIsRefusedWithExit2) {
   const std::string out = temp_dir();
@@ -442,6 +509,85 @@ TEST(Trainer, AResumeAtAnotherWorldSizeKeepsTheGlobalBatchAndSeesEachImageOnce) 
 #endif
   std::system(("rm -rf " + a + " " + b).c_str());
 }
+
+// ---- --zero: ZeRO-1 (Note [ZeRO-1: optimizer state sharded]) ----
+
+// The partition is PyTorch's (its own _partition_parameters), each rank's optimizer state is
+// its share of it (SGD's momentum: 4 bytes per element), and stepping shards changes no bit.
+TEST(Trainer, ZeroShardsTheStateAsPyTorchPartitionsItAndEndsWithTheSameFingerprint) {
+  const std::string dir = temp_dir();
+  const std::vector<std::string> run = {"--synthetic", "--train-samples", "512", "--test-samples", "200", "--batch-size", "32",
+                                        "--warmup-steps", "5", "--max-steps", "12", "--timeout", "20", "--out", dir, "--reset"};
+  for (const auto& [model, world] : {std::pair<std::string, int>{"mlp", 3}, {"cnn", 4}}) {
+    auto zero = trainer(world, plus(run, {"--model", model, "--zero"}));
+    expect_ok(zero);
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(zero.output, m, std::regex("elements per rank ([0-9 |]+) \\(1/world"))) << zero.output;
+    const std::string ours = m[1];
+#ifdef DDP_REFERENCE_PYTHON
+    auto py = run_one(ProcSpec{{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/trainer_reference.py",
+                                "--print-zero-partition", model + "," + std::to_string(world)}},
+                      60);
+    EXPECT_NE(py.output.find("elements per rank " + ours + "\n"), std::string::npos) << ours << " vs " << py.output;
+#endif
+    std::istringstream shares(ours);
+    std::string share;
+    int64_t total = 0;
+    for (int r = 0; std::getline(shares, share, '|'); ++r) {
+      const int64_t bytes = 4 * std::stoll(share);
+      total += bytes;
+      EXPECT_EQ(count(zero.output, "[rank " + std::to_string(r) + "/" + std::to_string(world) + "] ZeRO-1: optimizer state on this rank " +
+                                       std::to_string(bytes) + " bytes of "),
+                1)
+          << zero.output;
+    }
+    EXPECT_EQ(count(zero.output, " bytes of " + std::to_string(total) + " (1/world = " + std::to_string(total / world)), world)
+        << zero.output;
+    auto plain = trainer(world, plus(run, {"--model", model}));
+    expect_ok(plain);
+    EXPECT_EQ(fingerprint(zero), fingerprint(plain)) << zero.output << plain.output;
+  }
+  std::system(("rm -rf " + dir).c_str());
+}
+
+// A rank that joined (out of data) skips the step, and with it its broadcasts: refused, exit 2.
+TEST(Trainer, ZeroWithJoinIsRefused) {
+  const std::string dir = temp_dir();
+  auto r = trainer(2, {"--synthetic", "--train-samples", "100", "--zero", "--join", "--uneven-shards", "--timeout", "20", "--out", dir});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--zero with --join: not in this course: a rank out of data skips the optimizer step"), std::string::npos)
+      << r.output;
+  std::system(("rm -rf " + dir).c_str());
+}
+
+// A --zero checkpoint holds the whole state, as a run without --zero writes it: killed at 2
+// ranks, resumed at 4 with or without --zero, and a checkpoint without --zero resumed with it,
+// all end bit for bit where the run without --zero ends. AdamW: its state has a step count too.
+TEST(Trainer, ZeroCheckpointsResumeAtAnotherWorldSizeWithOrWithoutZero) {
+  const std::string base = temp_dir();
+  const std::vector<std::string> run = {"--train-samples", "2048", "--test-samples", "500", "--global-batch", "64", "--warmup-steps", "5",
+                                        "--log-every", "10", "--timeout", "20", "--max-steps", "40", "--ckpt-every", "5",
+                                        "--optimizer", "adamw", "--lr", "1e-3", "--weight-decay", "0.01"};
+  const auto with_zero = [](std::vector<std::string> args, bool zero) { return zero ? plus(args, {"--zero"}) : args; };
+  // The checkpoint of step 20, written with and without --zero (rank 1 dies after step index 22).
+  for (const std::string written : {"zero", "plain"}) {
+    auto killed = trainer(2, plus(with_zero(run, written == "zero"), {"--out", base + "/" + written, "--kill-rank", "1", "--kill-at-step", "22"}));
+    EXPECT_NE(killed.exit_code, 0) << killed.output;
+    ASSERT_FALSE(read_text(base + "/" + written + "/checkpoints/ckpt-000000020.pt").empty()) << killed.output;
+    std::system(("cp -r " + base + "/" + written + " " + base + "/" + written + "-other").c_str());
+  }
+  std::map<std::string, std::string> prints;
+  for (const auto& [folder, zero] : {std::pair<std::string, bool>{"plain", false}, {"zero", true}, {"zero-other", false}, {"plain-other", true}}) {
+    auto resumed = trainer(4, plus(with_zero(run, zero), {"--out", base + "/" + folder}));
+    expect_ok(resumed);
+    EXPECT_NE(resumed.output.find("resumed from " + base + "/" + folder + "/checkpoints/ckpt-000000020.pt at step 20"), std::string::npos)
+        << resumed.output;
+    prints[folder + (zero ? " resumed with --zero" : " resumed without")] = fingerprint(resumed);
+  }
+  for (const auto& [what, print] : prints) EXPECT_EQ(print, prints.at("plain resumed without")) << what;
+  std::system(("rm -rf " + base).c_str());
+}
+
 
 // Note [Never lose a run]: a run folder of a CNN resumed with another --model or --optimizer
 // (a forgotten flag) is refused with exit 2 and every checkpoint stays as it was; the right

@@ -2,8 +2,8 @@
 
 The same model (built here in Python, loaded with the initial parameters the C++ run saved with
 --save-init), the same Fashion-MNIST files, torch.utils.data.DistributedSampler and DataLoader,
-the same warm-up + cosine schedule, SGD with momentum or AdamW, gradient accumulation with
-no_sync().
+the same warm-up + cosine schedule, SGD with momentum or AdamW (--zero: inside
+ZeroRedundancyOptimizer), gradient accumulation with no_sync().
 Compares the final parameters with the C++ run's (--compare) and prints the largest absolute
 difference. Exit code 0 when it is at most --tolerance, 1 otherwise, 2 on bad input.
 
@@ -25,7 +25,9 @@ os.environ["OPENBLAS_NUM_THREADS"] = "1"
 import torch  # noqa: E402
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+from torch.distributed.algorithms.join import Join
+from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
@@ -128,13 +130,23 @@ def worker(rank, a, store_file, out_file):
         for p, t in zip(model.parameters(), load_list(a.init)):
             p.copy_(t)
     ddp = DDP(model, gradient_as_bucket_view=a.gradient_as_bucket_view, find_unused_parameters=a.find_unused_parameters)
-    if a.comm_hook != "none":  # as 05_ddp --comm-hook (Note [Communication hooks])
+    if a.comm_hook == "powersgd":  # as 05_ddp --comm-hook powersgd (Note [PowerSGD])
+        state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=a.powersgd_rank,
+                                            start_powerSGD_iter=a.powersgd_start_iter)
+        ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    elif a.comm_hook != "none":  # as 05_ddp --comm-hook (Note [Communication hooks])
         ddp.register_comm_hook(None, {"fp16": default_hooks.fp16_compress_hook,
                                       "bf16": default_hooks.bf16_compress_hook}[a.comm_hook])
     if a.optimizer == "adamw":
-        opt = torch.optim.AdamW(ddp.parameters(), lr=a.lr, weight_decay=a.weight_decay)
+        opt_class, kwargs = torch.optim.AdamW, dict(lr=a.lr, weight_decay=a.weight_decay)
     else:
-        opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay)
+        opt_class, kwargs = torch.optim.SGD, dict(lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay)
+    if a.zero:  # as 05_ddp --zero (Note [ZeRO-1: optimizer state sharded])
+        opt = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=opt_class, **kwargs)
+    else:
+        opt = opt_class(ddp.parameters(), **kwargs)
+    if a.uneven_shards:
+        return uneven_epochs(rank, a, ddp, opt, images, labels, out_file)
     sampler = DistributedSampler(TensorDataset(images, labels), shuffle=True, seed=a.seed)
     loader = DataLoader(TensorDataset(images, labels), batch_size=a.batch_size, sampler=sampler)
     batches = len(loader)
@@ -164,6 +176,45 @@ def worker(rank, a, store_file, out_file):
     dist.destroy_process_group()
 
 
+def uneven_epochs(rank, a, ddp, opt, images, labels, out_file):
+    """As 05_ddp --uneven-shards --join (Note [Uneven inputs and Join]): each rank its own share of
+    DistributedSampler's shuffled list, without padding; each epoch inside Join([ddp]); a rank
+    leaves an epoch at the first step whose micro-batches it cannot all run."""
+    n, world, bs = len(images), a.world_size, a.batch_size
+    b_max = (math.ceil(n / world) + bs - 1) // bs  # the longest share's batches, rank 0's
+    steps_per_epoch = (b_max + a.grad_accum - 1) // a.grad_accum
+    total = min(a.epochs * steps_per_epoch, a.max_steps)
+    for epoch in range(a.epochs):
+        if epoch * steps_per_epoch >= total:
+            break
+        g = torch.Generator()
+        g.manual_seed(a.seed + epoch)
+        own = torch.randperm(n, generator=g).tolist()[rank:n:world]
+        b_own = (len(own) + bs - 1) // bs
+        with Join([ddp], enable=a.join, divide_by_initial_world_size=not a.divide_by_live_ranks):
+            for in_epoch in range(steps_per_epoch):
+                step = epoch * steps_per_epoch + in_epoch
+                first, last = in_epoch * a.grad_accum, min(b_max, (in_epoch + 1) * a.grad_accum)
+                if step >= total or b_own < last:
+                    break
+                for gr in opt.param_groups:
+                    gr["lr"] = learning_rate(a, step, total)
+                opt.zero_grad()
+                for b in range(first, last):
+                    idx = own[b * bs:(b + 1) * bs]
+                    x, y = images[idx], labels[idx]
+                    if b + 1 < last:
+                        with ddp.no_sync():
+                            (nn.functional.cross_entropy(ddp(x), y) / float(last - first)).backward()
+                    else:
+                        (nn.functional.cross_entropy(ddp(x), y) / float(last - first)).backward()
+                opt.step()
+    if rank == 0:
+        torch.save([p.detach().clone() for p in ddp.module.parameters()], out_file)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
 def print_buckets(model_name):
     """PyTorch's DDP bucket layout for one of the models, as its logger reports it: the buckets
     of the first iteration (sizes in bytes), then the rebuilt ones (sizes and parameter
@@ -182,6 +233,22 @@ def print_buckets(model_name):
         dist.destroy_process_group()
 
 
+def print_zero_partition(spec):
+    """ZeroRedundancyOptimizer's partition of a model's parameters at WORLD ranks: the elements
+    each rank owns, "a | b | ...". Its own _partition_parameters(), run in one process with
+    world_size set to WORLD (the partition reads nothing else of the group)."""
+    model_name, world = spec.split(",")
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        dist.init_process_group("gloo", init_method="file://" + os.path.join(tmp, "store"), rank=0, world_size=1)
+        zero = ZeroRedundancyOptimizer(MODELS[model_name]().parameters(), optimizer_class=torch.optim.SGD, lr=0.1)
+        zero.world_size = int(world)
+        zero._partition_parameters_cache = []
+        shards = zero._partition_parameters()
+        print("elements per rank " + " | ".join(str(sum(p.numel() for g in groups for p in g["params"])) for groups in shards))
+        dist.destroy_process_group()
+
+
 def print_sampler(spec):
     """One line of indices per rank, then "--"."""
     n, world, seed, epoch, shuffle, drop_last = (int(v) for v in spec.split(","))
@@ -197,6 +264,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--print-sampler", action="append", help="N,R,SEED,EPOCH,SHUFFLE,DROP_LAST; may repeat")
     ap.add_argument("--print-buckets", choices=["mlp", "cnn"], help="PyTorch DDP's bucket layout for that model")
+    ap.add_argument("--print-zero-partition", metavar="MODEL,WORLD", help="ZeroRedundancyOptimizer's elements per rank")
     ap.add_argument("--init")
     ap.add_argument("--compare")
     ap.add_argument("--world-size", type=int, default=2)
@@ -214,10 +282,19 @@ def main():
     ap.add_argument("--warmup-steps", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tolerance", type=float, default=0.0)
-    ap.add_argument("--comm-hook", choices=["none", "fp16", "bf16"], default="none")
+    ap.add_argument("--comm-hook", choices=["none", "fp16", "bf16", "powersgd"], default="none")
+    ap.add_argument("--powersgd-rank", type=int, default=1)
+    ap.add_argument("--powersgd-start-iter", type=int, default=100)
     ap.add_argument("--gradient-as-bucket-view", action="store_true")
     ap.add_argument("--find-unused-parameters", action="store_true")
+    ap.add_argument("--uneven-shards", action="store_true")
+    ap.add_argument("--join", action="store_true")
+    ap.add_argument("--divide-by-live-ranks", action="store_true")
+    ap.add_argument("--zero", action="store_true", help="ZeroRedundancyOptimizer around SGD or AdamW")
     a = ap.parse_args()
+    if a.print_zero_partition:
+        print_zero_partition(a.print_zero_partition)
+        return 0
     if a.print_buckets:
         print_buckets(a.print_buckets)
         return 0

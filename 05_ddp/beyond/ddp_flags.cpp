@@ -1,11 +1,19 @@
-// provides: apply_ddp_flags(): --comm-hook, --gradient-as-bucket-view and
-// --find-unused-parameters onto the DDP class.
+// provides: apply_ddp_flags(): --comm-hook (and PowerSGD's options), --gradient-as-bucket-view
+// and --find-unused-parameters onto the DDP class.
 #include "05_ddp/beyond/ddp_flags.h"
+
+#include "common/basics/errors.h"
 
 namespace ddp {
 
 void apply_ddp_flags(DistributedDataParallel& ddp, AnyModel& model, const TrainerOptions& o) {
-  ddp.register_comm_hook(parse_comm_hook(o.comm_hook));            // Note [Communication hooks]
+  PowerSgdOptions powersgd;  // Note [PowerSGD]
+  if (o.comm_hook != "powersgd" && (o.powersgd_rank || o.powersgd_start_iter)) {
+    throw UsageError("--powersgd-rank and --powersgd-start-iter need --comm-hook powersgd");
+  }
+  if (o.powersgd_rank) powersgd.rank = *o.powersgd_rank;
+  if (o.powersgd_start_iter) powersgd.start_iter = *o.powersgd_start_iter;
+  ddp.register_comm_hook(parse_comm_hook(o.comm_hook), powersgd);  // Note [Communication hooks]
   ddp.set_gradient_as_bucket_view(o.gradient_as_bucket_view);  // Note [Gradients as bucket views]
   ddp.set_find_unused_parameters(o.find_unused_parameters);    // Note [Unused parameters]
   if (o.find_unused_parameters) {

@@ -34,12 +34,28 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
       ->check(finite_number())->check(CLI::Range(0.001, 1024.0));
   app.add_flag("--one-bucket", o.one_bucket,
                "Every gradient in one bucket, all-reduced once backward has ended: no overlap (what buckets are measured against)");
+  app.add_flag("--uneven-shards", o.uneven_shards,
+               "The sampler without padding (no repeated samples): ranks may get different numbers of batches, which "
+               "hangs DDP at an epoch's end unless --join");
+  app.add_flag("--join", o.join,
+               "PyTorch's Join: a rank out of data shadows the others' all-reduces with zeros until the epoch ends, then every "
+               "rank takes the model of the last to run out (needs --uneven-shards)");
+  app.add_flag("--divide-by-live-ranks", o.divide_by_live_ranks,
+               "With --join: average the gradients over the ranks still training, not the world size "
+               "(divide_by_initial_world_size=False)");
   app.add_flag("--gradient-as-bucket-view", o.gradient_as_bucket_view,
                "Each .grad() a view into its bucket, as PyTorch's gradient_as_bucket_view=True: gradients stored once, not twice");
+  app.add_flag("--zero", o.zero,
+               "Shard the optimizer state over the ranks, as PyTorch's ZeroRedundancyOptimizer (ZeRO stage 1): each rank steps "
+               "its share of the parameters and broadcasts them");
   app.add_option("--comm-hook", o.comm_hook,
                  "Gradient compression for the all-reduces, as PyTorch's DDP communication hooks: fp16 (fp16_compress_hook) or "
-                 "bf16 (bf16_compress_hook): half the bytes, gradients rounded on the way")
-      ->check(CLI::IsMember({"none", "fp16", "bf16"}));
+                 "bf16 (bf16_compress_hook): half the bytes, gradients rounded on the way; powersgd (powerSGD_hook): each "
+                 "weight matrix sent as two thin factors of --powersgd-rank columns")
+      ->check(CLI::IsMember({"none", "fp16", "bf16", "powersgd"}));
+  app.add_option("--powersgd-rank", o.powersgd_rank, "--comm-hook powersgd: the rank of the approximation (1: PyTorch's default)");
+  app.add_option("--powersgd-start-iter", o.powersgd_start_iter,
+                 "--comm-hook powersgd: plain all-reduces before this step (default 100, the default warm-up; PyTorch's 1000)");
   app.add_option("--amp", o.amp, "Mixed precision on a GPU: bf16 (autocast) or fp16 (autocast + gradient scaling)")
       ->check(CLI::IsMember({"off", "bf16", "fp16"}));
   app.add_option("--deterministic", o.deterministic,

@@ -22,8 +22,13 @@ struct TrainerOptions {
   bool one_bucket = false;  // every gradient in one bucket, after backward: no overlap
   std::string amp = "off";  // off | bf16 | fp16 (CUDA only)
   bool find_unused_parameters = false;  // Note [Unused parameters]
+  bool uneven_shards = false;   // the sampler without padding: ranks get different numbers of batches
+  bool join = false;            // PyTorch's Join: ranks out of data shadow the others (Note [Uneven inputs and Join])
+  bool divide_by_live_ranks = false;  // with --join: divide_by_initial_world_size=False
   bool gradient_as_bucket_view = false;  // each .grad() a view into its bucket (Note [Gradients as bucket views])
-  std::string comm_hook = "none";  // none | fp16 | bf16: what the all-reduces send (Note [Communication hooks])
+  bool zero = false;  // ZeRO-1: the optimizer state sharded over the ranks (Note [ZeRO-1: optimizer state sharded])
+  std::string comm_hook = "none";  // none | fp16 | bf16 | powersgd: what the all-reduces send (Note [Communication hooks])
+  std::optional<int> powersgd_rank, powersgd_start_iter;  // --comm-hook powersgd's (Note [PowerSGD]); unset: PowerSgdOptions'
   std::string deterministic = "on";  // on | off: see Note [Reproducible GPU runs]
   uint64_t seed = 0;
   // data

@@ -2,28 +2,9 @@
 #include "05_ddp/trainer/sgd.h"
 
 #include <algorithm>
-#include <sstream>
-#include <string>
 #include <type_traits>
 
 namespace ddp {
-namespace {
-
-// LibTorch keys an optimizer's per-parameter state by the tensor's implementation: its address
-// printed as a string in 1.13, the address itself in 2.x.
-template <class Key>
-Key state_key(const torch::Tensor& p) {
-  if constexpr (std::is_same_v<Key, std::string>) {
-    std::ostringstream key;  // what 1.13's c10::guts::to_string does
-    key << p.unsafeGetTensorImpl();
-    return key.str();
-  } else {
-    return p.unsafeGetTensorImpl();
-  }
-}
-
-}  // namespace
-
 torch::Tensor ForeachSgd::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
   torch::Tensor loss;

@@ -1,8 +1,25 @@
-// defines: ForeachSgd, LibTorch's SGD stepping all parameters at once (Note [One launch for all parameters]).
+// defines: ForeachSgd, LibTorch's SGD stepping all parameters at once (Note [One launch for all parameters]), and state_key().
 #pragma once
 #include <torch/torch.h>
 
+#include <sstream>
+#include <string>
+#include <type_traits>
+
 namespace ddp {
+
+// The key of `p`'s entry in an optimizer's state(): LibTorch keys it by the tensor's
+// implementation, its address printed as a string in 1.13, the address itself in 2.x.
+template <class Key>
+Key state_key(const torch::Tensor& p) {
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream key;  // what 1.13's c10::guts::to_string does
+    key << p.unsafeGetTensorImpl();
+    return key.str();
+  } else {
+    return p.unsafeGetTensorImpl();
+  }
+}
 
 // Note [One launch for all parameters]
 // LibTorch's C++ SGD updates one parameter at a time: three small kernels per tensor (momentum,

@@ -9,12 +9,14 @@
 
 #include "05_ddp/trainer/options.h"
 #include "common/basics/cli.h"
+#include "common/group/process_group.h"
 
 namespace ddp {
 
-// SGD with momentum, or AdamW, as --optimizer says.
+// SGD with momentum, or AdamW, as --optimizer says; with --zero sharded over `group`'s ranks
+// (Note [ZeRO-1: optimizer state sharded]).
 std::unique_ptr<torch::optim::Optimizer> make_trainer_optimizer(const std::vector<torch::Tensor>& params,
-                                                                const TrainerOptions& o);
+                                                                const TrainerOptions& o, Group& group);
 
 // optimizer.zero_grad() as Python's of the same version does it: 2.x sets each .grad() to None,
 // 1.13 zeroes it in place. LibTorch's own C++ zero_grad() first calls .grad().detach_(), which a

@@ -31,7 +31,7 @@ std::vector<int64_t> DistributedSampler::indices() const {
   } else {
     for (int64_t i = 0; i < size_; ++i) all[static_cast<size_t>(i)] = i;
   }
-  const int64_t total = total_size();
+  const int64_t total = pad_ ? total_size() : size_;  // without padding: no position past the list
   std::vector<int64_t> mine;
   mine.reserve(static_cast<size_t>(num_samples_));
   // Position p of the padded list holds all[p mod size]: wrap-around padding.

@@ -21,7 +21,14 @@ class DistributedSampler {
   void set_epoch(int64_t epoch) { epoch_ = epoch; }
   int64_t epoch() const { return epoch_; }
 
-  // This rank's indices for the current epoch (num_samples() of them).
+  // Without padding (drop_last=False, no repeats: 05's --uneven-shards): each rank gets its own
+  // share of the shuffled list and no more, so the first size % world ranks get one sample more
+  // than the others, and ranks may run different numbers of batches (Note [Uneven inputs and
+  // Join] in 05_ddp/beyond/join.cpp). num_samples() is then the largest share, rank 0's.
+  void set_padding(bool pad) { pad_ = pad; }
+
+  // This rank's indices for the current epoch (num_samples() of them; without padding, its own
+  // share: as many, or one fewer).
   std::vector<int64_t> indices() const;
   int64_t num_samples() const { return num_samples_; }
   int64_t total_size() const { return num_samples_ * world_; }
@@ -33,7 +40,7 @@ class DistributedSampler {
  private:
   int64_t size_, num_samples_;
   int rank_, world_;
-  bool shuffle_, drop_last_;
+  bool shuffle_, drop_last_, pad_ = true;
   uint64_t seed_;
   int64_t epoch_ = 0;
 };

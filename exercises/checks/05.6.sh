@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# exercise: 05.6 Who sits out, whose model wins
+# kind: observation
+# time: 15 min
+# build: 05_ddp 02_spawn
+# proves: the two numbers you wrote down are, for 2018 images over 3 ranks with --uneven-shards
+#         --join, the rank that ran out of data at the epoch's end and the rank whose model every
+#         rank took (the highest of those that trained the last step: Note [Uneven inputs and Join]).
+source "$(dirname "$0")/lib.sh"
+read_answer 05.6
+run 120 "$WORK/join.log" 05_ddp --nproc-per-node 3 --train-samples 2018 --batch-size 32 --max-steps 22 --test-samples 64 \
+  --expect-accuracy 0 --uneven-shards --join --out "$WORK/join" --reset ||
+  fail "05_ddp failed: $(tail -n 3 "$WORK/join.log")"
+out=$(grep -o '^\[rank [0-9]*/3\] out of data' "$WORK/join.log" | sed 's/^\[rank \([0-9]*\).*/\1/' | sort -u | tr '\n' ' ')
+src=$(last_match 'every rank takes the model of rank' "$WORK/join.log" | sed -n 's/.*takes the model of rank \([0-9]*\).*/\1/p')
+[ -n "$src" ] && [ -n "$out" ] || fail "05_ddp printed no Join lines: $(tail -n 3 "$WORK/join.log")"
+truth="${out% } $src"
+[ "$ANSWER" = "$truth" ] ||
+  fail "you wrote '$ANSWER'; write the rank that printed 'out of data', then the rank whose model every rank took"
+pass "rank ${out% } sat out the last step; every rank took rank $src's model"

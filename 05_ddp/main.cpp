@@ -6,7 +6,8 @@
 // Skip on a first reading: the folders beside them. trainer/ is the plumbing around the lesson
 // (flags, batches, logs, checkpoint/resume, validation); beyond/ holds the features past it, which
 // `extras` reaches (beyond/extras.h: faults, drills, preemption, --trace, --record-samples, the
-// overlap report), plus AMP, --global-batch and SyncBatchNorm; ddp_extensions.cpp the DDP class's.
+// overlap report), plus AMP, --global-batch, SyncBatchNorm and the going-further flags (ddp_flags.h,
+// join.h, zero.h: each a page of going_further/); ddp_extensions.cpp the DDP class's.
 //
 // Usage:
 //   ./build-cpu/05_ddp --nproc-per-node 2                   # forks 2 ranks (via 02_spawn)

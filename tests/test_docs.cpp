@@ -151,6 +151,7 @@ std::string mask(std::string s) {
       {std::regex(R"(\bETA \d+:\d\d\b)"), "ETA <time>"},
       {std::regex(R"(\b[\d.]+ samples/s\b)"), "<n> samples/s"},
       {std::regex(R"(\boverlap: [\d.]+%)"), "overlap: <n>%"},
+      {std::regex(R"(RSS now [\d.]+ MiB, at its peak [\d.]+ MiB)"), "RSS now <n> MiB, at its peak <n> MiB"},
       // 02_spawn's root-cause table: rank node local PID +time ...
       {std::regex(R"(^ ?(\d+ (\* )?\d+ \d+ )\d+ \S+ )"), "$1<pid> <time> "},
   };

@@ -168,6 +168,15 @@ INSTANTIATE_TEST_SUITE_P(
                       TrainerParity{"MlpBranchFindUnusedParameters", "mlp_branch", {"--max-steps", "40", "--find-unused-parameters"}},
                       TrainerParity{"MlpBranchFindUnusedParameters3Ranks", "mlp_branch",
                                     {"--max-steps", "40", "--find-unused-parameters"}, "0", 3},
+                      // PyTorch's powerSGD_hook (Note [PowerSGD]), compressing from step 3: bit for
+                      // bit, Gram-Schmidt at rank 1 and linalg.qr at rank 4, one bucket (MLP) and two (CNN).
+                      TrainerParity{"MlpPowerSgd", "mlp", {"--max-steps", "20", "--comm-hook", "powersgd", "--powersgd-start-iter", "3"}},
+                      TrainerParity{"MlpPowerSgd3Ranks", "mlp",
+                                    {"--max-steps", "14", "--comm-hook", "powersgd", "--powersgd-start-iter", "3"}, "0", 3, "1000"},
+                      TrainerParity{"CnnPowerSgd", "cnn", {"--max-steps", "12", "--comm-hook", "powersgd", "--powersgd-start-iter", "3"}},
+                      TrainerParity{"CnnPowerSgdRank4At3Ranks", "cnn",
+                                    {"--max-steps", "8", "--comm-hook", "powersgd", "--powersgd-start-iter", "3", "--powersgd-rank", "4"},
+                                    "0", 3, "1000"},
                       // Join (Note [Uneven inputs and Join]) against PyTorch's Join([ddp]): shares
                       // without padding, so at each epoch's end the ranks with a batch fewer
                       // shadow the last step; 40 steps cross one epoch's end. Training sets sized
@@ -372,6 +381,66 @@ TEST(Trainer, JoinFlagsThatCannotApplyAreRefused) {
     EXPECT_EQ(r.exit_code, 2) << r.output;
     EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
   }
+  std::system(("rm -rf " + dir).c_str());
+}
+
+// --comm-hook powersgd: the bytes each rank all-reduces per compressed step, as the log prints
+// them, against PyTorch's rule applied here to the shapes of 05_ddp/models.h: a tensor is an
+// n x m matrix (n = shape[0]); r = min(n, m, rank); compressed when (n + m)·r·2 < n·m, then
+// (n + m)·r floats (P and Q), else n·m floats; 4 bytes each (Note [PowerSGD]).
+TEST(Trainer, PowerSgdAllReducesTheBytesOfItsFormula) {
+  struct Shape {
+    int64_t n, m;
+  };
+  const std::map<std::string, std::vector<Shape>> shapes = {
+      {"mlp", {{512, 784}, {512, 1}, {256, 512}, {256, 1}, {10, 256}, {10, 1}}},
+      {"cnn", {{32, 1 * 3 * 3}, {32, 1}, {64, 32 * 3 * 3}, {64, 1}, {256, 64 * 7 * 7}, {256, 1}, {10, 256}, {10, 1}}}};
+  auto formula = [&](const std::string& model, int64_t rank) {
+    int64_t floats = 0;
+    for (const auto& s : shapes.at(model)) {
+      const int64_t r = std::min({s.n, s.m, rank});
+      floats += (s.n + s.m) * r * 2 < s.n * s.m ? (s.n + s.m) * r : s.n * s.m;
+    }
+    return 4 * floats;
+  };
+  EXPECT_EQ(formula("mlp", 1), 12432);  // the sum exercise 05.8 asks for
+  const std::string dir = temp_dir();
+  for (const auto& [model, rank] : std::vector<std::pair<std::string, int64_t>>{{"mlp", 1}, {"mlp", 4}, {"cnn", 1}, {"cnn", 4}}) {
+    auto r = trainer(2, plus(small_run(dir + "/" + model + std::to_string(rank)),
+                             {"--model", model, "--max-steps", "3", "--comm-hook", "powersgd", "--powersgd-start-iter", "2",
+                              "--powersgd-rank", std::to_string(rank)}));
+    expect_ok(r);
+    std::regex line("\\[rank (\\d)/2\\] PowerSGD from step 2: this rank all-reduces (\\d+) bytes of gradients per step .* instead of (\\d+)");
+    std::set<std::string> ranks;
+    for (std::sregex_iterator it(r.output.begin(), r.output.end(), line), end; it != end; ++it) {
+      ranks.insert((*it)[1]);
+      EXPECT_EQ(std::stoll((*it)[2]), formula(model, rank)) << model << " at rank " << rank << "\n" << r.output;
+      int64_t full = 0;
+      for (const auto& s : shapes.at(model)) full += 4 * s.n * s.m;
+      EXPECT_EQ(std::stoll((*it)[3]), full) << r.output;
+    }
+    EXPECT_EQ(ranks, (std::set<std::string>{"0", "1"})) << "each rank prints its bytes\n" << r.output;
+  }
+  std::system(("rm -rf " + dir).c_str());
+}
+
+// PowerSGD's settings that cannot work are refused before training, with exit 2 and the reason.
+TEST(Trainer, PowerSgdBadSettingsAreRefusedWithExit2) {
+  const std::string dir = temp_dir();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--comm-hook", "powersgd", "--powersgd-rank", "0"}, "--powersgd-rank 0: the rank of the approximation must be at least 1"},
+      // The MLP's fc1.weight (512 x 784) is the last to qualify: (512 + 784)·154·2 < 512·784.
+      {{"--comm-hook", "powersgd", "--powersgd-rank", "155"}, "compresses no tensor of this model"},
+      {{"--comm-hook", "powersgd", "--powersgd-rank", "155"}, "the largest rank that compresses one here is 154"},
+      {{"--comm-hook", "powersgd", "--powersgd-start-iter", "1"}, "--powersgd-start-iter 1: must be at least 2"},
+      {{"--powersgd-rank", "2"}, "--powersgd-rank and --powersgd-start-iter need --comm-hook powersgd"}};
+  for (const auto& [args, message] : cases) {
+    auto r = trainer(1, plus(small_run(dir + "/bad"), args));
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+  }
+  auto ok = trainer(1, plus(small_run(dir + "/ok"), {"--comm-hook", "powersgd", "--powersgd-rank", "154", "--max-steps", "1"}));
+  expect_ok(ok);
   std::system(("rm -rf " + dir).c_str());
 }
 

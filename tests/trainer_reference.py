@@ -121,6 +121,17 @@ def learning_rate(a, step, total):
     return a.lr * 0.5 * (1 + math.cos(math.pi * progress))
 
 
+def serialised_powersgd_hook(state, bucket):
+    """PyTorch's powerSGD_hook, each bucket's future waited for before the next bucket's hook
+    runs. Unwaited, with Gloo and two buckets (the CNN), the hook's chained all-reduces (P, Q),
+    started from Gloo's callback thread, race the next bucket's, started from the autograd
+    thread: the ranks issue them in different orders and Gloo aborts (measured with 1.13:
+    "op.preamble.length <= op.nbytes. 268 vs 96"). The arithmetic is the hook's own."""
+    fut = powerSGD_hook.powerSGD_hook(state, bucket)
+    fut.wait()
+    return fut
+
+
 def worker(rank, a, store_file, out_file):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method="file://" + store_file, rank=rank, world_size=a.world_size)
@@ -133,7 +144,7 @@ def worker(rank, a, store_file, out_file):
     if a.comm_hook == "powersgd":  # as 05_ddp --comm-hook powersgd (Note [PowerSGD])
         state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=a.powersgd_rank,
                                             start_powerSGD_iter=a.powersgd_start_iter)
-        ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+        ddp.register_comm_hook(state, serialised_powersgd_hook)
     elif a.comm_hook != "none":  # as 05_ddp --comm-hook (Note [Communication hooks])
         ddp.register_comm_hook(None, {"fp16": default_hooks.fp16_compress_hook,
                                       "bf16": default_hooks.bf16_compress_hook}[a.comm_hook])

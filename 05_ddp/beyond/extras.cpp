@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -95,10 +96,13 @@ void RunExtras::report(const DistributedDataParallel& ddp) {
   };
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);  // ru_maxrss: KiB on Linux
+  // The kernel folds each thread's cached page counts into the process's lazily, so ru_maxrss
+  // can trail the RSS read a moment later by a few MiB: the peak is at least what is resident now.
+  const double now = resident_bytes();
   log0("gradient memory: " + mib(grads.buckets) + " in buckets + " + mib(grads.grads_apart) + " in .grad() apart from them (" +
        std::to_string(grads.buckets) + " + " + std::to_string(grads.grads_apart) + " bytes" +
-       (o_.gradient_as_bucket_view ? ", --gradient-as-bucket-view" : "") + "); rank 0's RSS now " + mib(resident_bytes()) +
-       ", at its peak " + mib(usage.ru_maxrss * 1024.0));
+       (o_.gradient_as_bucket_view ? ", --gradient-as-bucket-view" : "") + "); rank 0's RSS now " + mib(now) +
+       ", at its peak " + mib(std::max(now, usage.ru_maxrss * 1024.0)));
 }
 
 void RunExtras::finish_trace() { ddp::finish_trace(o_.trace, group_); }

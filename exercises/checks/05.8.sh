@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# exercise: 05.8 Bytes on the wire with PowerSGD
+# kind: observation
+# time: 15 min
+# build: 05_ddp 02_spawn
+# proves: the number you wrote down, worked out from the MLP's layer shapes and PowerSGD's rule
+#         for which tensors to compress, is the bytes each rank of a real --comm-hook powersgd run
+#         at rank 1 all-reduces per compressed step (its "PowerSGD from step" line).
+source "$(dirname "$0")/lib.sh"
+read_answer 05.8
+run 120 "$WORK/powersgd.log" 05_ddp --nproc-per-node 2 --model mlp --comm-hook powersgd --powersgd-start-iter 2 \
+  --synthetic --train-samples 512 --max-steps 3 --test-samples 64 --expect-accuracy 0 --out "$WORK/powersgd" --reset ||
+  fail "05_ddp failed: $(tail -n 3 "$WORK/powersgd.log")"
+line=$(last_match '^\[rank 1/2\] PowerSGD from step' "$WORK/powersgd.log")
+truth=$(echo "$line" | sed -n 's/.*this rank all-reduces \([0-9]*\) bytes.*/\1/p')
+[ -n "$truth" ] || fail "05_ddp printed no PowerSGD bytes line: $(tail -n 3 "$WORK/powersgd.log")"
+[ "$ANSWER" = "$truth" ] ||
+  fail "you wrote '$ANSWER'; write one number: the bytes rank 1 all-reduces per compressed step (P and Q of each compressed matrix, plus the tensors sent as they are, 4 bytes a float)"
+pass "rank 1 all-reduces $truth bytes per step, $(echo "$line" | sed -n 's/.*instead of \([0-9]*\).*/instead of \1/p')"

@@ -376,7 +376,8 @@ TEST(Trainer, JoinFlagsThatCannotApplyAreRefused) {
   for (const auto& [flags, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--join"}, "--join: the padding sampler gives every rank the same number of batches"},
            {{"--uneven-shards", "--divide-by-live-ranks"}, "--divide-by-live-ranks applies to --join only"},
-           {{"--uneven-shards", "--join", "--model", "cnn_bn"}, "--join with BatchNorm buffers: not in this course"}}) {
+           {{"--uneven-shards", "--join", "--model", "cnn_bn"}, "--join with BatchNorm buffers: not in this course"},
+           {{"--uneven-shards", "--join", "--comm-hook", "powersgd"}, "--join with --comm-hook powersgd: not in this course"}}) {
     auto r = trainer(2, plus(plus(small_run(dir), flags), {"--max-steps", "2"}), 60);
     EXPECT_EQ(r.exit_code, 2) << r.output;
     EXPECT_NE(r.output.find(message), std::string::npos) << r.output;

@@ -35,7 +35,8 @@ namespace ddp {
 // others on the step's last one). Steps and epochs stay global: every rank runs the same
 // number of steps, the longest rank's, so validation and checkpoints meet. Optimizer state is not
 // synchronised (PyTorch's Join does not either): a rank that sat out keeps the momentum of its
-// last step. Not shadowed here (refused with exit 2): BatchNorm's buffers, unused parameters.
+// last step. Not shadowed here (refused with exit 2): BatchNorm's buffers, unused parameters,
+// PowerSGD's collectives, ZeRO's broadcasts (trainer.cpp).
 
 Join::Join(const TrainerOptions& o, DistributedDataParallel& ddp, DistributedSampler& sampler, Group& group,
            const torch::Device& device)
@@ -50,6 +51,10 @@ Join::Join(const TrainerOptions& o, DistributedDataParallel& ddp, DistributedSam
     throw UsageError("--join with BatchNorm buffers: not in this course (PyTorch broadcasts them from the highest rank still training)");
   }
   if (join_ && o.find_unused_parameters) throw UsageError("--join with --find-unused-parameters: not in this course (PyTorch allows it)");
+  if (join_ && o.comm_hook == "powersgd") {
+    throw UsageError("--join with --comm-hook powersgd: not in this course (a rank out of data would have to shadow PowerSGD's "
+                     "three all-reduces per bucket, not one)");
+  }
   sampler.set_padding(!uneven_);
 }
 

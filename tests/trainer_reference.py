@@ -11,6 +11,7 @@ Also: --print-sampler N,R,SEED,EPOCH,SHUFFLE,DROP_LAST (repeatable) prints Distr
 indices, one line per rank and "--" after each spec, for the sampler's unit test.
 """
 import argparse
+import contextlib
 import gzip
 import math
 import os
@@ -132,6 +133,18 @@ def serialised_powersgd_hook(state, bucket):
     return fut
 
 
+def train_step(a, ddp, opt, step, total, micro_batches):
+    """One optimizer step of 05_ddp's main.cpp: the schedule's lr, zero_grad, the micro-batches'
+    losses divided by their number, all but the last under no_sync()."""
+    for g in opt.param_groups:
+        g["lr"] = learning_rate(a, step, total)
+    opt.zero_grad()
+    for k, (x, y) in enumerate(micro_batches):
+        with ddp.no_sync() if k + 1 < len(micro_batches) else contextlib.nullcontext():
+            (nn.functional.cross_entropy(ddp(x), y) / float(len(micro_batches))).backward()
+    opt.step()
+
+
 def worker(rank, a, store_file, out_file):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method="file://" + store_file, rank=rank, world_size=a.world_size)
@@ -169,18 +182,8 @@ def worker(rank, a, store_file, out_file):
         if epoch_batches is None or in_epoch == 0:
             sampler.set_epoch(epoch)
             epoch_batches = list(loader)
-        for g in opt.param_groups:
-            g["lr"] = learning_rate(a, step, total)
-        opt.zero_grad()
         first, last = in_epoch * a.grad_accum, min(batches, (in_epoch + 1) * a.grad_accum)
-        for b in range(first, last):
-            x, y = epoch_batches[b]
-            if b + 1 < last:
-                with ddp.no_sync():
-                    (nn.functional.cross_entropy(ddp(x), y) / float(last - first)).backward()
-            else:
-                (nn.functional.cross_entropy(ddp(x), y) / float(last - first)).backward()
-        opt.step()
+        train_step(a, ddp, opt, step, total, [epoch_batches[b] for b in range(first, last)])
     if rank == 0:
         torch.save([p.detach().clone() for p in model.parameters()], out_file)
     dist.barrier()
@@ -208,18 +211,8 @@ def uneven_epochs(rank, a, ddp, opt, images, labels, out_file):
                 first, last = in_epoch * a.grad_accum, min(b_max, (in_epoch + 1) * a.grad_accum)
                 if step >= total or b_own < last:
                     break
-                for gr in opt.param_groups:
-                    gr["lr"] = learning_rate(a, step, total)
-                opt.zero_grad()
-                for b in range(first, last):
-                    idx = own[b * bs:(b + 1) * bs]
-                    x, y = images[idx], labels[idx]
-                    if b + 1 < last:
-                        with ddp.no_sync():
-                            (nn.functional.cross_entropy(ddp(x), y) / float(last - first)).backward()
-                    else:
-                        (nn.functional.cross_entropy(ddp(x), y) / float(last - first)).backward()
-                opt.step()
+                shares = [own[b * bs:(b + 1) * bs] for b in range(first, last)]
+                train_step(a, ddp, opt, step, total, [(images[idx], labels[idx]) for idx in shares])
     if rank == 0:
         torch.save([p.detach().clone() for p in ddp.module.parameters()], out_file)
     dist.barrier()

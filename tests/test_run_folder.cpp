@@ -183,7 +183,11 @@ TEST(RunFolder, ALiveRunsFolderIsRefusedAndUntouchedThenTakenOverOnceItDies) {
     EXPECT_LT(b.seconds, 15) << what;
     EXPECT_NE(b.output.find(in_use), std::string::npos) << what;
     EXPECT_NE(b.output.find("; wait for it to end, stop it, or give this run its own --out"), std::string::npos) << what;
-    EXPECT_NE(b.output.find("[rank 1/2] error on host"), std::string::npos) << "rank 1 stops with rank 0\n" << what;
+    // Rank 1 stops with rank 0: by its own exit 2 once it has the verdict, or by the launcher's
+    // SIGTERM when rank 0's exit reaches the launcher first (timing decides; never a hang).
+    EXPECT_TRUE(b.output.find("[rank 1/2] error on host") != std::string::npos ||
+                b.output.find("signal 15 (Terminated), stopped by launcher") != std::string::npos)
+        << "rank 1 stops with rank 0\n" << what;
     EXPECT_EQ(count(b.output, "--reset: removed"), 0) << what;
     const auto after = snapshot(out);
     EXPECT_EQ(after, before) << what << "\nbefore:\n" << describe(before) << "after:\n" << describe(after);

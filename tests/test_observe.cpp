@@ -171,12 +171,13 @@ TEST(Faults, AKilledRankIsNamedGoneByTheSurvivorAndItsTraceKeepsItsSteps) {
 }
 
 TEST(Faults, AStragglerPastTheTimeoutIsNamedBehindAtTheCollectiveTheOthersWaitIn) {
-  // Rank 1 sleeps 8 s before each step; rank 0 gives up on bucket 0's all-reduce after 2 s.
+  // Rank 1 sleeps 8 s before each step; rank 0 gives up on bucket 0's all-reduce after 2 s. Its
+  // collectives: #1 the run folder's claim (Note [One run per folder]), #2 the parameters, #3 bucket 0.
   const ProcResult r = faulty_trainer({"--straggle-rank", "1", "--straggle-ms", "8000"}, "2");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_FALSE(r.timed_out);
   EXPECT_TRUE(std::regex_search(
-      r.output, std::regex(R"(\[rank 0/2\] flight recorder: rank 1 is behind: it has not started #2 \(all-reduce bucket0 .*step 0\)\))")))
+      r.output, std::regex(R"(\[rank 0/2\] flight recorder: rank 1 is behind: it has not started #3 \(all-reduce bucket0 .*step 0\)\))")))
       << tail(r.output);
 }
 

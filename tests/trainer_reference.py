@@ -12,6 +12,7 @@ indices, one line per rank and "--" after each spec, for the sampler's unit test
 """
 import argparse
 import contextlib
+import datetime
 import gzip
 import math
 import os
@@ -147,7 +148,9 @@ def train_step(a, ddp, opt, step, total, micro_batches):
 
 def worker(rank, a, store_file, out_file):
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="file://" + store_file, rank=rank, world_size=a.world_size)
+    # A collective that waits 40 s fails instead of hanging (a run takes seconds).
+    dist.init_process_group("gloo", init_method="file://" + store_file, rank=rank, world_size=a.world_size,
+                            timeout=datetime.timedelta(seconds=40))
     images, labels = load_split(a.data_dir, True, a.train_samples)
     model = MODELS[a.model]()
     with torch.no_grad():

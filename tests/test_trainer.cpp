@@ -114,13 +114,20 @@ TEST_P(TrainerMatchesPyTorchDDP, FinalParameters) {
   // differently from one over 1 (LibTorch 2.x starts one thread per core; Debian's 1.13 one).
   auto cpp = trainer(p.world, plus(plus(shared, {"--timeout", "20", "--out", dir, "--test-samples", "500"}),
                              {"--save-init", dir + "/init.pt", "--save-params", dir + "/final.pt"}),
-                     50, {{"OMP_NUM_THREADS", "1"}});
+                     30, {{"OMP_NUM_THREADS", "1"}});
   expect_ok(cpp);
   ProcSpec py{{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/trainer_reference.py", "--init", dir + "/init.pt",
                "--compare", dir + "/final.pt", "--world-size", std::to_string(p.world), "--tolerance", p.tolerance}};
   py.argv.insert(py.argv.end(), shared.begin(), shared.end());
-  // Each side well inside ctest's 120 s (a run takes 5-12 s): a hang prints what each side said.
-  auto r = run_one(py, 60);
+  // Each side well inside ctest's 120 s (a run takes 5-15 s): a hang prints what each side said.
+  // The reference's own harness (forkserver children of a process that imported torch) hung
+  // twice in 2 CI runs of ~60 references each, printing nothing, not reproduced by hand: after
+  // 45 s it dumps its stack and exits, and is run once more, saying so. The C++ run is not retried.
+  auto r = run_one(py, 45);
+  if (r.timed_out || r.output.find("Timeout (0:00:40)!") != std::string::npos) {
+    std::cout << "the Python reference did not finish (its harness, not the C++ run): once more; it said:\n" << r.output << "\n";
+    r = run_one(py, 45);
+  }
   std::system(("rm -rf " + dir).c_str());
   EXPECT_EQ(r.exit_code, 0) << r.output;
   if (p.tolerance == "0") EXPECT_NE(r.output.find("bit-identical: yes"), std::string::npos) << r.output;

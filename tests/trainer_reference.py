@@ -13,6 +13,7 @@ indices, one line per rank and "--" after each spec, for the sampler's unit test
 import argparse
 import contextlib
 import datetime
+import faulthandler
 import gzip
 import math
 import os
@@ -268,6 +269,8 @@ def print_sampler(spec):
 
 
 def main():
+    # A harness that hangs (its forked ranks) says where after 40 s and exits (tests retry once).
+    faulthandler.dump_traceback_later(40, exit=True)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--print-sampler", action="append", help="N,R,SEED,EPOCH,SHUFFLE,DROP_LAST; may repeat")
     ap.add_argument("--print-buckets", choices=["mlp", "cnn"], help="PyTorch DDP's bucket layout for that model")

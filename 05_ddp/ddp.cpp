@@ -77,11 +77,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   // the gradient's type nor needs to live on its device (set_gradient_divisor).
   set_gradient_divisor(group_.size());
   // 1. Every rank starts from rank 0's weights (and buffers): flat broadcasts, side by side.
-  {
-    std::vector<torch::Tensor> state = module_->parameters();
-    for (auto& b : module_->buffers()) state.push_back(b);
-    broadcast_from_rank0(state, "parameters");
-  }
+  broadcast_from_rank0(module_state(), "parameters");
 
   // 2. The first iteration's bucket: every parameter, in definition order (Note [Rebuilding
   //    the buckets]); the 1 MiB first bucket and the cap apply from the rebuild.
@@ -104,6 +100,12 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
         }));
     accumulators_.push_back(std::move(accumulator));
   }
+}
+
+std::vector<torch::Tensor> DistributedDataParallel::module_state() const {
+  std::vector<torch::Tensor> state = module_->parameters();
+  for (auto& b : module_->buffers()) state.push_back(b);
+  return state;
 }
 
 void DistributedDataParallel::broadcast_from_rank0(const std::vector<torch::Tensor>& tensors, const std::string& tag, int src) {
@@ -165,12 +167,18 @@ void DistributedDataParallel::on_gradient_ready(size_t i) {
   torch::Tensor view = b.flat.narrow(0, b.offsets[slot_of_[i]], grad.numel());
   if (as_bucket_view_) {
     gradient_into_view(i, view);  // --gradient-as-bucket-view: Note [Gradients as bucket views]
-  } else if (hook_ == CommHook::kNone) {
+  } else {
+    copy_into_bucket(view, grad);
+  }
+  if (--b.pending == 0) launch_ready_buckets();
+}
+
+void DistributedDataParallel::copy_into_bucket(torch::Tensor& view, const torch::Tensor& grad) {
+  if (hook_ == CommHook::kNone) {
     at::mul_out(view, grad.reshape(-1), inverse_world_);  // one kernel, as PyTorch's reducer
   } else {
     view.copy_(grad.reshape(-1));
   }
-  if (--b.pending == 0) launch_ready_buckets();
 }
 
 void DistributedDataParallel::launch_ready_buckets() {

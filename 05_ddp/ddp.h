@@ -145,6 +145,9 @@ class DistributedDataParallel {
   // Rank 0's values into `tensors` on every rank: one flat broadcast per dtype.
   void broadcast_from_rank0(const std::vector<torch::Tensor>& tensors, const std::string& tag, int src = 0);
   void on_gradient_ready(size_t i);  // the hook
+  // Step 4's copy: times 1/world (Note [Divide before the sum]); with a comm hook as it is.
+  void copy_into_bucket(torch::Tensor& view, const torch::Tensor& grad);
+  std::vector<torch::Tensor> module_state() const;  // the parameters, then the buffers
   void launch_ready_buckets();
   void finish_backward();  // queued to run once at the end of backward
   // The extensions' parts of it (ddp_extensions.cpp).

@@ -77,11 +77,7 @@ void DistributedDataParallel::gradient_into_view(size_t i, torch::Tensor& view) 
     if (hook_ == CommHook::kNone) view.div_(divisor_);  // PyTorch's in-place division
     return;
   }
-  if (hook_ == CommHook::kNone) {
-    at::mul_out(view, grad.reshape(-1), inverse_world_);
-  } else {
-    view.copy_(grad.reshape(-1));
-  }
+  copy_into_bucket(view, grad);
   grad = view.view_as(params_[i]);
 }
 
@@ -174,9 +170,8 @@ void DistributedDataParallel::mark_unused_ready() {
     Bucket& b = buckets_[bucket_of_[i]];
     torch::Tensor view = b.flat.narrow(0, b.offsets[slot_of_[i]], params_[i].numel());
     const torch::Tensor& grad = params_[i].grad();
-    if (!grad.defined()) view.zero_();
-    else if (hook_ == CommHook::kNone) at::mul_out(view, grad.reshape(-1), inverse_world_);
-    else view.copy_(grad.reshape(-1));
+    if (grad.defined()) copy_into_bucket(view, grad);
+    else view.zero_();
     --b.pending;
   }
   unused_.now.clear();
@@ -298,9 +293,7 @@ void DistributedDataParallel::shadow_backward() {
 }
 
 void DistributedDataParallel::sync_module_from(int src) {
-  std::vector<torch::Tensor> state = module_->parameters();
-  for (auto& b : module_->buffers()) state.push_back(b);
-  broadcast_from_rank0(state, "final model from rank " + std::to_string(src) + " (Join)", src);
+  broadcast_from_rank0(module_state(), "final model from rank " + std::to_string(src) + " (Join)", src);
 }
 
 void DistributedDataParallel::sync_buffers() {

@@ -11,7 +11,7 @@ resolve_flavours "[build]" "$flavour"
 venv=${DDP_VENV:-$root/.venv}
 build=$root/build-$flavour
 case $flavour in
-  cpu)  prefix=/usr/lib/x86_64-linux-gnu/cmake/Torch
+  cpu)  prefix=$(cpu_torch_prefix)
         # Debian's python3-torch: the same 1.13. The real-Slurm tests run 06_slurm/cpu_gloo.sbatch,
         # which runs this build's 05_ddp. The tests run once per CI (DDP_ONCE_TESTS) run here.
         extra=(-DDDP_REFERENCE_PYTHON=/usr/bin/python3 -DDDP_SLURM_TESTS=ON -DDDP_ONCE_TESTS=ON) ;;

@@ -10,6 +10,18 @@
 #     Sets `flavours` ("cpu" or "cpu cuda") and `skipped` ("" or "cuda: <why>").
 cuda_home=${DDP_CUDA_HOME:-/usr/local/cuda}
 
+# Debian's multiarch folder name of this machine (under /usr/lib): aarch64-linux-gnu on arm64.
+# DEB_HOST_MULTIARCH in the environment wins, as it does for dpkg-architecture itself (the tests
+# resolve an arm64 machine's paths that way); gcc answers where dpkg-dev is not installed.
+multiarch() {
+  [ -z "${DEB_HOST_MULTIARCH:-}" ] || { echo "$DEB_HOST_MULTIARCH"; return; }
+  dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch
+}
+# Where Debian's libtorch-dev keeps its CMake config (the cpu flavour's LibTorch).
+cpu_torch_prefix() { echo "/usr/lib/$(multiarch)/cmake/Torch"; }
+# Debian's OpenBLAS (pthread build) of one of the BLAS alternatives: libblas.so.3 or liblapack.so.3.
+openblas_library() { echo "/usr/lib/$(multiarch)/openblas-pthread/$1"; }
+
 # Why the cuda flavour cannot be built here, or nothing when it can.
 cuda_missing() {
   [ -x "$cuda_home/bin/nvcc" ] ||

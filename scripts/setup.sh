@@ -45,9 +45,9 @@ fi
 
 # libblas.so.3 and liblapack.so.3 are chosen by update-alternatives; OpenBLAS wins in auto mode,
 # but a manual choice of the reference BLAS would stay: point both at OpenBLAS.
-arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
+arch=$(multiarch)
 for lib in libblas.so.3 liblapack.so.3; do
-  want=/usr/lib/$arch/openblas-pthread/$lib
+  want=$(openblas_library $lib)
   if [ -e "$want" ] && [ "$(readlink -f "/usr/lib/$arch/$lib")" != "$(readlink -f "$want")" ]; then
     [ "$(id -u)" = 0 ] || die "/usr/lib/$arch/$lib is not OpenBLAS: run this script as root, or: update-alternatives --set $lib-$arch $want"
     say "pointing $lib at OpenBLAS"

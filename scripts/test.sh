@@ -28,6 +28,8 @@ if [ $plan = yes ]; then
   for f in $flavours; do
     echo "[test] plan: set up $f, build build-$f/, run its tests (ctest)"
   done
+  # The paths the cpu flavour depends on, for this machine's architecture (flavours.sh).
+  echo "[test] plan: the cpu flavour's LibTorch from $(cpu_torch_prefix), its BLAS $(openblas_library libblas.so.3)"
   exit 0
 fi
 

@@ -2,12 +2,15 @@
 # The laptop path: which LibTorch flavours scripts/test.sh builds when the CUDA toolkit is there
 # and when it is not (scripts/flavours.sh). Runs `scripts/test.sh --plan`, which resolves the
 # flavours, says what it would build and test, and exits: seconds, nothing built or installed.
-# Usage: tests/flavours_test.sh variable|namespace [repository root]
+# Usage: tests/flavours_test.sh variable|namespace|arm64 [repository root]
 #   variable : the toolkit hidden by DDP_CUDA_HOME naming an empty folder, shown by a fake one
 #   namespace: the real /usr/local/cuda hidden by a tmpfs mounted over it in a private mount
 #              namespace, no variable set (as on a laptop); needs root and unshare, else exit 77
+#   arm64    : the paths the scripts use resolved for an arm64 machine (DEB_HOST_MULTIARCH, as
+#              dpkg-architecture reads it) and for this one, and no x86-64 path or CPU feature
+#              assumed in the scripts, the CMake files or the tests
 set -uo pipefail
-mode=${1:?usage: tests/flavours_test.sh variable|namespace [repository root]}
+mode=${1:?usage: tests/flavours_test.sh variable|namespace|arm64 [repository root]}
 root=${2:-$(cd "$(dirname "$0")/.." && pwd)}
 scratch=$(mktemp -d /tmp/ddp-flavours-test.XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
@@ -96,7 +99,25 @@ case $mode in
     expect "/usr/local/cuda hidden, DDP_FLAVOURS=\"cpu cuda\"" 2 "error: the cuda flavour was asked for .*no CUDA toolkit in /usr/local/cuda" -- \
       env -u DDP_CUDA_HOME DDP_FLAVOURS="cpu cuda" unshare -m --propagation private bash -c "$hide" _ "$root/scripts/test.sh" --plan
     ;;
-  *) echo "unknown mode '$mode': use variable or namespace" >&2; exit 2 ;;
+  arm64)
+    # 5. A learner on arm64 (Debian 12 in a VM on an Apple-silicon Mac): Debian's libtorch-dev and
+    #    OpenBLAS live under /usr/lib/aarch64-linux-gnu there. This machine resolves them for its own
+    #    architecture, whatever it is, and for arm64's when told it is one.
+    here=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
+    expect "this machine ($here)" 0 "plan: the cpu flavour's LibTorch from /usr/lib/$here/cmake/Torch, its BLAS /usr/lib/$here/openblas-pthread/libblas.so.3\$" -- \
+      env -u DEB_HOST_MULTIARCH DDP_FLAVOURS=cpu "$root/scripts/test.sh" --plan
+    expect "an arm64 machine" 0 "plan: the cpu flavour's LibTorch from /usr/lib/aarch64-linux-gnu/cmake/Torch, its BLAS /usr/lib/aarch64-linux-gnu/openblas-pthread/libblas.so.3\$" -- \
+      env DEB_HOST_MULTIARCH=aarch64-linux-gnu DDP_FLAVOURS=cpu "$root/scripts/test.sh" --plan
+    # Nothing else names x86-64: a path or a flag is asked of the machine (flavours.sh, CMake's
+    # CMAKE_LIBRARY_ARCHITECTURE), a CPU feature asked only where the architecture has it
+    # (tests/kernels.cpp, inside #if defined(__x86_64__)).
+    hits=$(cd "$root" && git grep -nE 'x86_64-linux-gnu|__builtin_cpu_(supports|init)|-m(avx|sse|arch)|/proc/cpuinfo' -- \
+             scripts '*.sh' '*CMakeLists.txt' '*.cmake' '*.cpp' '*.h' '*.py' ':!tests/flavours_test.sh')
+    unguarded=$(grep -v '^tests/kernels.cpp:' <<< "$hits" | grep -v '^exercises/checks/lib.sh:.*/proc/cpuinfo' || true)
+    [ -z "$unguarded" ] || fail "x86-64 assumed outside the guarded places: $unguarded"
+    grep -q '^#if defined(__x86_64__)' "$root/tests/kernels.cpp" || fail "tests/kernels.cpp asks x86 features without #if defined(__x86_64__)"
+    ;;
+  *) echo "unknown mode '$mode': use variable, namespace or arm64" >&2; exit 2 ;;
 esac
 [ $failures = 0 ] || { echo "$failures check(s) FAILED"; exit 1; }
 echo "all checks passed"

@@ -23,10 +23,6 @@
 extern char** environ;
 
 namespace ddp_test {
-namespace {
-
-
-}  // namespace
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
@@ -65,23 +61,6 @@ int count(const std::string& hay, const std::string& needle) {
   return n;
 }
 
-// Note [OpenBLAS kernels and the recorded figures]
-// OpenBLAS picks its matrix kernels by CPU at load time, and kernels of different widths add in
-// different orders: the same run prints other last digits (losses, fingerprints) on an AVX-512
-// machine than on an AVX2 one (03's README run: bbff0abd97303d08 with the Haswell or Zen kernels,
-// 2c90347cca59adc3 with SkylakeX/Cooperlake ones, on one AMD EPYC). The READMEs' outputs were
-// recorded with the AVX2 (Haswell) kernels, so every process the tests start uses those (and
-// oneDNN's AVX2 ones for the CNN's convolutions, DNNL_MAX_CPU_ISA), on any
-// x86-64 CPU that has AVX2 and FMA; runs within one test (ranks, references, Python's torch, which
-// loads the same libblas) agree either way. A test that sets OPENBLAS_CORETYPE itself keeps its own.
-std::vector<std::string> recorded_kernels() {
-  std::vector<std::string> kv;
-  if (std::getenv("OPENBLAS_CORETYPE") || !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return kv;
-  kv.push_back("OPENBLAS_CORETYPE=Haswell");
-  if (!std::getenv("DNNL_MAX_CPU_ISA")) kv.push_back("DNNL_MAX_CPU_ISA=AVX2");
-  return kv;
-}
-
 std::vector<ProcResult> run_all(const std::vector<ProcSpec>& specs, double deadline_s) {
   const std::string dir = temp_dir();
   std::vector<ProcResult> results(specs.size());
@@ -97,15 +76,12 @@ std::vector<ProcResult> run_all(const std::vector<ProcSpec>& specs, double deadl
     for (char** e = environ; *e; ++e) {
       std::string kv = *e;
       const std::string name = kv.substr(0, kv.find('='));
-      if (!ddp::steers_rank_resolution(name) && name != "DDP_GPU_COUNT") env_strs.push_back(kv);
+      // spec.env replaces a variable of ours: the first of two equal names is the one read.
+      if (!ddp::steers_rank_resolution(name) && name != "DDP_GPU_COUNT" && !s.env.count(name)) env_strs.push_back(kv);
     }
     // The tests are of CPU behaviour unless they say otherwise: on a GPU host the default
     // backend would be NCCL (Note [Choosing the backend]); zero GPUs pins Gloo on the CPU.
     if (!s.env.count("DDP_GPU_COUNT") && !s.real_gpus) env_strs.push_back("DDP_GPU_COUNT=0");
-    // See Note [OpenBLAS kernels and the recorded figures].
-    for (const std::string& kv : recorded_kernels()) {
-      if (!s.env.count(kv.substr(0, kv.find('=')))) env_strs.push_back(kv);
-    }
     for (const auto& [k, v] : s.env) env_strs.push_back(k + "=" + v);
     const std::string out = dir + "/" + std::to_string(i) + ".log";
     pid_t pid = ::fork();

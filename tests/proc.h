@@ -25,14 +25,11 @@ struct ProcResult {
 };
 
 // Starts every process, waits at most `deadline_s` for all of them, SIGKILLs what is left.
-// The environment is the test's own minus every variable that steers rank resolution
-// (RANK, WORLD_SIZE, MASTER_*, LOCAL_*, SLURM_*, TORCHELASTIC_*), plus DDP_GPU_COUNT=0 (CPU
-// behaviour, also on a GPU host) unless spec.env sets it or spec.real_gpus, plus spec.env.
+// The environment is the test's own (with its pinned CPU kernels, kernels.h) minus every variable
+// that steers rank resolution (RANK, WORLD_SIZE, MASTER_*, LOCAL_*, SLURM_*, TORCHELASTIC_*), plus
+// DDP_GPU_COUNT=0 (CPU behaviour, also on a GPU host) unless spec.env sets it or spec.real_gpus,
+// plus spec.env, whose variables replace the test's own.
 std::vector<ProcResult> run_all(const std::vector<ProcSpec>& specs, double deadline_s);
-// The variables (NAME=value) that make LibTorch's CPU kernels those the READMEs were recorded
-// with, where this CPU can run them and the environment does not choose; run_all adds them.
-// See Note [OpenBLAS kernels and the recorded figures] in proc.cpp.
-std::vector<std::string> recorded_kernels();
 ProcResult run_one(const ProcSpec& spec, double deadline_s);
 
 // True on a host with an NVIDIA GPU (/dev/nvidia0): tests whose expectation depends on it say so.

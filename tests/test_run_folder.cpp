@@ -52,7 +52,6 @@ class Background {
       if (!ddp::steers_rank_resolution(name) && name != "DDP_GPU_COUNT") env.push_back(kv);
     }
     env.push_back("DDP_GPU_COUNT=0");
-    for (const std::string& kv : recorded_kernels()) env.push_back(kv);
     const std::string prog = argv[0].find('/') == std::string::npos ? bin(argv[0]) : argv[0];
     std::vector<char*> args{const_cast<char*>(prog.c_str())}, envp;
     for (size_t k = 1; k < argv.size(); ++k) args.push_back(const_cast<char*>(argv[k].c_str()));

@@ -245,10 +245,8 @@ std::string job_field(const std::string& id, const std::string& key) {
 
 // sbatch from the repository's root, as the scripts expect; the job's log into `out`.
 std::string sbatch(const std::string& out, const std::vector<std::string>& trainer_args) {
-  // sbatch hands its environment to the job: the same CPU kernels as the reference run_one makes.
-  std::string cmd = "cd " + std::string(DDP_SOURCE_DIR) + " && env";
-  for (const std::string& kv : recorded_kernels()) cmd += " " + kv;
-  cmd += " sbatch --parsable --output=" + out + "/%x-%j.out 06_slurm/cpu_gloo.sbatch";
+  // sbatch hands its environment to the job, the tests' pinned CPU kernels with it (kernels.h).
+  std::string cmd = "cd " + std::string(DDP_SOURCE_DIR) + " && sbatch --parsable --output=" + out + "/%x-%j.out 06_slurm/cpu_gloo.sbatch";
   for (const auto& a : trainer_args) cmd += " " + a;
   auto r = ddp::run_command({"/bin/bash", "-c", cmd}, 30);
   EXPECT_EQ(r.exit_code, 0) << r.output;

@@ -9,7 +9,7 @@
 //     the system's libblas.so.3, OpenBLAS (scripts/setup.sh); the CNN's convolutions on oneDNN
 //     2.6; ATen's own loops at its AVX2 level on every CPU with AVX2. OpenBLAS takes its Haswell
 //     kernels on an AVX2 CPU and its SkylakeX/Cooperlake ones on an AVX-512 CPU (Intel or AMD),
-//     oneDNN its AVX-512 ones there: 03's README run at world 3 prints bbff0abd97303d08 with the
+//     oneDNN its AVX-512 ones there: 03's first README run (world size 2) prints bbff0abd97303d08 with the
 //     Haswell or Zen kernels, 2c90347cca59adc3 with the SkylakeX/Cooperlake ones, on one AMD EPYC.
 //     The READMEs' outputs were recorded with OPENBLAS_CORETYPE=Haswell and DNNL_MAX_CPU_ISA=AVX2,
 //     which every x86-64 CPU with AVX2 and FMA runs alike.

@@ -29,7 +29,12 @@
 // missing or different, then the whole output as printed.
 // The blocks were recorded from the cpu flavour (Debian's LibTorch 1.13 on OpenBLAS) that
 // scripts/run.sh builds; another LibTorch prints other floating-point digits, so other builds
-// skip and say so. Blocks marked `slurm` run in the Slurm.* test, under a real Slurm only.
+// skip and say so. They were recorded on the kernels the test binaries pin (Note [CPU kernels and
+// the recorded figures] in kernels.cpp); where a block's process cannot run those (the CPU, or a
+// variable choosing others: recorded_figures_cannot_hold()), the figures that move with them
+// (figure_pattern(): losses, accuracies, fingerprints, a check's |diff|) are masked on both sides,
+// the block runs a second time and each process must print the same figures again, and the test
+// prints which recorded figures it did not compare, how many moved, and why: never silently. Blocks marked `slurm` run in the Slurm.* test, under a real Slurm only.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

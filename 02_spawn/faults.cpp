@@ -23,7 +23,11 @@ namespace spawn {
 //   straggle  late to the all-reduce by --straggle-ms, then on time again: with a --timeout
 //             shorter than that, the others give up first.
 // The fault fires in the first attempt only (TORCHELASTIC_RESTART_COUNT 0), so that with
-// --max-restarts the next attempt passes: a failure, a restart and a success in one run.
+// --max-restarts the next attempt passes: a failure, a restart and a success in one run. It
+// fires once every rank has joined: each rank checks in through the store after it joined, and
+// the failing one waits for all of them (at most --timeout). A rank that died while another was
+// still connecting its Gloo pairs would fail that one's group instead ("Gloo could not connect all
+// ranks although all checked in", seen under load), before its flight recorder could name it.
 
 void add_fault_flags(CLI::App& app, Fault& fault) {
   app.add_option("--fail-rank", fault.rank, "Make this rank fail on purpose after joining");
@@ -34,8 +38,19 @@ void add_fault_flags(CLI::App& app, Fault& fault) {
       ->check(CLI::PositiveNumber);
 }
 
-std::optional<int> inject_fault(const Fault& fault, int rank, int attempt) {
-  if (fault.rank != rank || attempt != 0) return std::nullopt;
+std::optional<int> inject_fault(const Fault& fault, ddp::Group& g, int attempt) {
+  if (!fault.rank || attempt != 0) return std::nullopt;
+  const std::string joined = "fault/joined/";
+  g.store->set(joined + std::to_string(g.rank()), std::vector<uint8_t>{1});
+  const int rank = g.rank();
+  if (fault.rank != rank) return std::nullopt;
+  std::vector<std::string> everyone;
+  for (int r = 0; r < g.size(); ++r) everyone.push_back(joined + std::to_string(r));
+  try {
+    g.store->wait(everyone, g.info.timeout());
+  } catch (const std::exception&) {
+    // A rank that never joined: the fault fires anyway, and its peers' timeouts tell that story.
+  }
   ddp::log("injecting fault: --fail-mode " + fault.mode);
   if (fault.mode == "exit") {
     ddp::write_error_file("injected fault: exit code 3 (--fail-rank " + std::to_string(rank) + " --fail-mode exit)");

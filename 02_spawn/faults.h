@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/basics/cli.h"
+#include "common/group/process_group.h"
 
 namespace spawn {
 
@@ -16,8 +17,9 @@ struct Fault {
 
 // Adds --fail-rank, --fail-mode and --straggle-ms to `app`.
 void add_fault_flags(CLI::App& app, Fault& fault);
-// In the worker of `rank`, after it joined: does the fault, once (attempt 0 only, so that a
-// restart passes). Returns the exit code the worker must return, or nothing to carry on.
-std::optional<int> inject_fault(const Fault& fault, int rank, int attempt);
+// Called by every worker once it joined `g`: in the worker of --fail-rank, once every rank has
+// joined, does the fault, once (attempt 0 only, so that a restart passes). Returns the exit code
+// the worker must return, or nothing to carry on.
+std::optional<int> inject_fault(const Fault& fault, ddp::Group& g, int attempt);
 
 }  // namespace spawn

@@ -204,7 +204,7 @@ int run_worker(const Worker& w, const Plan& plan, int port_fd) {
     ddp::log("node " + std::to_string(w.node) + host + ", local rank " + std::to_string(w.local) + ": Rank " +
              std::to_string(w.rank) + " has joined the process group!");
     ddp::FlightRecorder recorder(g);  // the survivors of a fault name the rank gone or behind: Note [Flight recorder]
-    if (const auto code = spawn::inject_fault(plan.fault, w.rank, w.attempt)) return *code;  // Note [Faults on purpose]
+    if (const auto code = spawn::inject_fault(plan.fault, g, w.attempt)) return *code;  // Note [Faults on purpose]
     ddp::check_sum_of_ranks(g);
     return ddp::kExitOk;
   });

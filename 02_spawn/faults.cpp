@@ -40,9 +40,9 @@ void add_fault_flags(CLI::App& app, Fault& fault) {
 
 std::optional<int> inject_fault(const Fault& fault, ddp::Group& g, int attempt) {
   if (!fault.rank || attempt != 0) return std::nullopt;
-  const std::string joined = "fault/joined/";
-  g.store->set(joined + std::to_string(g.rank()), std::vector<uint8_t>{1});
   const int rank = g.rank();
+  const std::string joined = "fault/joined/";
+  g.store->set(joined + std::to_string(rank), std::vector<uint8_t>{1});
   if (fault.rank != rank) return std::nullopt;
   std::vector<std::string> everyone;
   for (int r = 0; r < g.size(); ++r) everyone.push_back(joined + std::to_string(r));

@@ -270,8 +270,8 @@ struct BlockCheck {
 
 // Runs one checked block, with the tests' environment plus `kernels` (variables that choose CPU
 // kernels), and compares it with its README. Where the recorded figures cannot hold on these
-// kernels, the figures are masked, the block runs twice and each process must print the same
-// figures both times (Note [Checked examples]).
+// kernels, the figures are masked, a block that shows any runs twice and each process must print
+// the same figures both times (Note [Checked examples]).
 BlockCheck check_block(const Block& b, const std::map<std::string, std::string>& kernels = {}) {
   const std::string unlike = recorded_figures_cannot_hold(kernels);
   auto run = [&](ProcResult& r) {

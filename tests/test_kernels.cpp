@@ -20,10 +20,8 @@ namespace {
 const std::map<std::string, std::string> kVerbose = {
     {"OPENBLAS_VERBOSE", "2"}, {"DNNL_VERBOSE", "1"}, {"ONEDNN_VERBOSE", "1"}, {"MKL_VERBOSE", "1"}};
 
-struct Said {
-  std::string library, prefix;  // what the library prints before the kernels' name
-};
-const std::vector<Said> kSaid = {{"OpenBLAS", "Core: "}, {"oneDNN", ",isa:Intel "}, {"MKL", "CNR:"}};
+// What each library prints before its kernels' name.
+const std::map<std::string, std::string> kSaidAfter = {{"OpenBLAS", "Core: "}, {"oneDNN", ",isa:Intel "}, {"MKL", "CNR:"}};
 
 // The libraries this flavour's LibTorch computes with (Note [CPU kernels and the recorded figures]).
 std::set<std::string> libraries() {
@@ -48,16 +46,14 @@ void expect_pinned(const std::string& who, const std::string& out) {
   for (KernelPin pin : kernel_pins()) {
     pin.value = std::getenv(pin.name.c_str());
     if (!libraries().count(pin.library)) continue;
-    for (const Said& s : kSaid) {
-      if (s.library != pin.library) continue;
-      const std::vector<std::string> names = names_said(out, s.prefix);
-      EXPECT_FALSE(names.empty()) << who << ": " << pin.library << " said nothing of its kernels (" << s.prefix << "...)\n" << out;
-      for (const std::string& n : names) {
-        EXPECT_EQ(n, pin.value)
-            << who << ": " << pin.library << " runs " << n << ", not " << pin.name << "=" << pin.value << " of the tests' environment";
-      }
-      if (!names.empty()) std::cout << who << ": " << pin.library << " runs " << names.front() << " (" << names.size() << " said so)\n";
+    const std::string& prefix = kSaidAfter.at(pin.library);
+    const std::vector<std::string> names = names_said(out, prefix);
+    EXPECT_FALSE(names.empty()) << who << ": " << pin.library << " said nothing of its kernels (" << prefix << "...)\n" << out;
+    for (const std::string& n : names) {
+      EXPECT_EQ(n, pin.value)
+          << who << ": " << pin.library << " runs " << n << ", not " << pin.name << "=" << pin.value << " of the tests' environment";
     }
+    if (!names.empty()) std::cout << who << ": " << pin.library << " runs " << names.front() << " (" << names.size() << " said so)\n";
   }
 }
 
@@ -112,8 +108,9 @@ TEST(Pinned, KernelsReachEveryKindOfProcess) {
 // The exercise checks run outside the test binaries (scripts/exercise.sh): exercises/checks/lib.sh
 // pins the same, from an environment where nothing is set.
 TEST(Pinned, TheExerciseChecksPinTheSame) {
+  const std::vector<std::string> pinnable = {"OPENBLAS_CORETYPE", "DNNL_MAX_CPU_ISA", "MKL_CBWR"};
   std::string unset = "env";
-  for (const char* name : {"OPENBLAS_CORETYPE", "DNNL_MAX_CPU_ISA", "MKL_CBWR"}) unset += std::string(" -u ") + name;
+  for (const std::string& name : pinnable) unset += " -u " + name;
   const auto r = ddp::run_command(
       {"/bin/bash", "-c", unset + " bash -c 'source " + std::string(DDP_SOURCE_DIR) + "/exercises/checks/lib.sh && env'"}, 30);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -123,7 +120,7 @@ TEST(Pinned, TheExerciseChecksPinTheSame) {
     EXPECT_NE(r.output.find("\n" + pin.name + "=" + pin.value + "\n"), std::string::npos) << pin.name << "\n" << r.output;
   }
   // And nothing beyond: where this CPU cannot run the recorded kernels, lib.sh leaves them too.
-  for (const char* name : {"OPENBLAS_CORETYPE", "DNNL_MAX_CPU_ISA", "MKL_CBWR"}) {
-    if (!pinned.count(name)) EXPECT_EQ(r.output.find(std::string("\n") + name + "="), std::string::npos) << name;
+  for (const std::string& name : pinnable) {
+    if (!pinned.count(name)) EXPECT_EQ(r.output.find("\n" + name + "="), std::string::npos) << name;
   }
 }

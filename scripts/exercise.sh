@@ -5,7 +5,7 @@
 #   scripts/exercise.sh 01.2              build (incrementally) and check exercise 01.2
 #   scripts/exercise.sh all [chapter]     check every exercise (of one chapter: all 03): a summary
 #   scripts/exercise.sh --solution 01.2   show its solution: a patch, or the expected answer
-#   scripts/exercise.sh --handout DIR     a copy of the course for students, without solutions
+#   scripts/exercise.sh --handout DIR     a copy for students: no solutions, a git repository
 #
 # The checks live in exercises/checks/<id>.sh and exercises/README.md says how they work.
 # Environment: DDP_BUILD (the build folder, default build-cpu; build-cuda for the cuda flavour),
@@ -56,7 +56,28 @@ case $1 in
     mkdir -p "$dest"
     # The committed course, less the solutions; a teacher's uncommitted edits stay out too.
     git -C "$root" archive HEAD | tar -x -C "$dest" --exclude=exercises/solutions
-    echo "handout: $dest (commit $(git -C "$root" rev-parse --short HEAD), without exercises/solutions)"
+    # exercises/README.md for a copy without solutions: its --solution row and its last section,
+    # "## Solutions" (which says how to apply them), replaced by what holds in the handout.
+    readme=$dest/exercises/README.md
+    sed -i '/^| `scripts\/exercise.sh --solution /c\| `scripts/exercise.sh --solution 01.2` | in this copy: says that your teacher keeps the solutions |' "$readme"
+    sed -i -e '/^## Solutions$/,$d' -e '/^<!-- Keep this section last/d' "$readme"
+    cat >> "$readme" <<'EOF'
+## Solutions
+This copy of the course comes without them: your teacher keeps them
+(`scripts/exercise.sh --solution <id>` says so). A check that says `PASS` is the proof that you
+solved an exercise; one that says `FAIL` says what it looked for. This folder is a git
+repository whose first commit is the course as handed out: `git diff` shows everything you
+changed since.
+EOF
+    # A git repository with that first commit, so that `git diff` and `git checkout -- <file>`
+    # (exercises/README.md, "When a check says FAIL") work in every student's copy of it.
+    short=$(git -C "$root" rev-parse --short HEAD)
+    name=$(git -C "$root" config user.name || echo "ddp-course")
+    email=$(git -C "$root" config user.email || echo "ddp-course@localhost")
+    { git -c init.defaultBranch=main init -q "$dest" && git -C "$dest" add -A -f &&
+      git -C "$dest" -c user.name="$name" -c user.email="$email" commit -q -m "The course as handed out (commit $short, without exercises/solutions)"; } ||
+      { echo "--handout: could not make $dest a git repository" >&2; exit 1; }
+    echo "handout: $dest (commit $short, without exercises/solutions; a git repository with it as the first commit)"
     exit 0 ;;
   all)
     # Every exercise (or one chapter's), one line each: what a teacher reads to grade a copy.

@@ -54,9 +54,10 @@ if [ "${1:-}" = --consistency ]; then
 fi
 
 if [ "${1:-}" = --handout ]; then
-  # A student's copy (scripts/exercise.sh --handout): the course without exercises/solutions,
-  # whose checks still run and fail, whose --solution says the teacher keeps them, and whose
-  # exercise tests skip.
+  # A student's copy (scripts/exercise.sh --handout): the course without exercises/solutions, a
+  # git repository with it as its first commit, whose exercises/README.md no longer describes the
+  # solutions, whose checks still run and fail, whose --solution says the teacher keeps them, and
+  # whose exercise tests skip.
   build=$2
   git -C "$root" rev-parse --git-dir > /dev/null 2>&1 || { echo "SKIPPED: not a git clone (--handout exports the committed course)"; exit 77; }
   scratch=$(mktemp -d "${TMPDIR:-/tmp}/exercise-handout.XXXXXX")
@@ -64,13 +65,23 @@ if [ "${1:-}" = --handout ]; then
   "$root/scripts/exercise.sh" --handout "$scratch/h" || { echo "--handout failed"; exit 1; }
   [ -f "$scratch/h/scripts/exercise.sh" ] && [ -f "$scratch/h/exercises/checks/01.1.sh" ] || { echo "the handout lacks the course"; exit 1; }
   [ ! -e "$scratch/h/exercises/solutions" ] || { echo "the handout has exercises/solutions"; exit 1; }
+  # A git repository whose one commit holds the whole handout (exercises/README.md sends
+  # students to git diff and git checkout --), and a README without the solutions' instructions.
+  commits=$(git -C "$scratch/h" rev-list --count HEAD 2>&1) && [ "$commits" = 1 ] ||
+    { echo "the handout is not a git repository with one commit: $commits"; exit 1; }
+  [ "$(git -C "$scratch/h" rev-parse --show-toplevel)" = "$(cd "$scratch/h" && pwd -P)" ] || { echo "the handout's git repository is not the handout itself"; exit 1; }
+  [ -z "$(git -C "$scratch/h" status --porcelain)" ] || { echo "the handout's first commit lacks files: $(git -C "$scratch/h" status --porcelain | head -n 3)"; exit 1; }
+  [ "$(git -C "$scratch/h" ls-files | wc -l)" = "$(git -C "$root" ls-tree -r --name-only HEAD | grep -vc '^exercises/solutions/')" ] ||
+    { echo "the handout's first commit does not hold the committed course less exercises/solutions"; exit 1; }
+  grep -nE 'exercises/solutions|git apply|solutions/' "$scratch/h/exercises/README.md" && { echo "the handout's exercises/README.md still describes the solutions (lines above)"; exit 1; }
+  grep -q 'your teacher keeps them' "$scratch/h/exercises/README.md" || { echo "the handout's exercises/README.md does not say that the teacher keeps the solutions"; exit 1; }
   out=$("$scratch/h/scripts/exercise.sh" --solution 01.2 2>&1); code=$?
   [ $code = 2 ] && [[ $out == *"no solutions"* ]] || { echo "--solution in the handout: exit $code: $out"; exit 1; }
   out=$("$scratch/h/tests/exercise_verify.sh" 01.2 "$build" 2>&1); code=$?
   [ $code = 77 ] || { echo "the exercise test in the handout must skip (77), it exited $code: $out"; exit 1; }
   out=$(DDP_BUILD=$build DDP_EXERCISE_NO_BUILD=1 "$scratch/h/scripts/exercise.sh" 01.2 2>&1); code=$?
   [ $code = 1 ] && [[ $out == *"FAIL 01.2: "* ]] || { echo "check 01.2 in the handout: exit $code: $out"; exit 1; }
-  echo "handout: no solutions; --solution says so; the exercise tests skip; the checks run and FAIL untouched"
+  echo "handout: no solutions, and a README that says so; a git repository with the course as its one commit; --solution says so; the exercise tests skip; the checks run and FAIL untouched"
   exit 0
 fi
 

@@ -13,4 +13,6 @@ marked=$(sed -n 's/^ *\([0-9]*\) *\* .*/\1/p' "$WORK/hang.log" | head -n 1)
 [ -n "$truth" ] && [ -n "$marked" ] || fail "02_spawn did not print the report and the flight recorder's line: $(tail -n 3 "$WORK/hang.log")"
 [ "$(echo $ANSWER)" = "$marked $truth" ] ||
   fail "you wrote '$ANSWER'; write the rank the report marks with * and the rank the flight recorder names as behind ('rank N is behind'), two numbers"
-pass "the report marks rank $marked first; the flight recorder names rank $truth, the one that hung"
+# Why they differ, from the run itself: the marked rank's own error, a timeout waiting for the other.
+why=$(grep -m 1 "^\[rank $marked/2\] error on " "$WORK/hang.log" | grep -o '[^:]*failed: \[[^]]*\] Timed out waiting [0-9]*ms' | sed -e 's/ \[[^]]*\]//' -e 's/^ *//')
+pass "the report marks rank $marked first: it failed first because it waited in a collective for rank $truth until --timeout ran out (${why:-its error names no timeout}); rank $truth, which the flight recorder names as behind, is the one that hung: debug rank $truth, not the first failure"

@@ -1,8 +1,7 @@
 // defines: RunExtras: everything the trainer does besides its lesson, reached from main.cpp
 // through this one object. Skip it on a first reading of the chapter. Each part has a file:
 //   faults.h        --kill-rank, --straggle-rank, --skip-rank: faults injected for real
-//   preemption.h    the scheduler's warning signal, the drills (--drill-after, --drill-at-step)
-//                   and the stop vote: chapter 06's lesson, carried by this trainer
+//   common/slurm/stop_vote.h   the warning signal's stop vote and requeue: chapter 06's lesson
 //   sample_log.h    --record-samples: which images each rank saw at each step
 //   common/observe/flight_recorder.h   every collective recorded, to name a failing rank
 //   common/observe/run_trace.h         --trace: a timeline per rank, merged at the end
@@ -18,12 +17,16 @@
 #include "05_ddp/beyond/faults.h"
 #include "05_ddp/beyond/gpu_timeline.h"
 #include "05_ddp/trainer/options.h"
-#include "05_ddp/beyond/preemption.h"
 #include "05_ddp/beyond/sample_log.h"
 #include "common/group/process_group.h"
 #include "common/observe/flight_recorder.h"
+#include "common/slurm/preemption.h"
+#include "common/slurm/stop_vote.h"
 
 namespace ddp {
+
+// main.cpp's call, forwarded to chapter 06's function (common/slurm/preemption.h), which takes the name.
+inline int listen_for_preemption(const TrainerOptions& o) { return listen_for_preemption(o.requeue_signal); }
 
 class RunExtras {
  public:

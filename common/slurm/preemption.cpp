@@ -47,6 +47,12 @@ void watch_for_preemption(int sig) {
   ::sigaction(sig, &sa, nullptr);
 }
 
+int listen_for_preemption(const std::string& signal) {
+  const int sig = parse_signal(signal);
+  watch_for_preemption(sig);  // the handler only sets a flag
+  return sig;
+}
+
 int preemption_signal() { return g_received.load(); }
 
 void drill_preemption(int sig, double after_s) {

@@ -1,6 +1,5 @@
-// provides: listen_for_preemption(), StopVote, stop_for_requeue(). Chapter 06's lesson, carried
-// by chapter 05's trainer: see Note [Preemption and requeue] (common/slurm/preemption.h).
-#include "05_ddp/beyond/preemption.h"
+// provides: StopVote and stop_for_requeue(): how the ranks of a warned job stop together, and leave.
+#include "common/slurm/stop_vote.h"
 
 #include <signal.h>
 
@@ -18,12 +17,6 @@
 #include "common/slurm/preemption.h"
 
 namespace ddp {
-
-int listen_for_preemption(const TrainerOptions& o) {
-  const int sig = parse_signal(o.requeue_signal);
-  watch_for_preemption(sig);  // the handler only sets a flag
-  return sig;
-}
 
 struct StopVote::State {
   Group& group;

@@ -1,18 +1,13 @@
-// defines: the trainer's side of a preemption: the signal listened for, the drills, the stop vote
-// and the requeue. Preemption is chapter 06's lesson (Note [Preemption and requeue] in
-// common/slurm/preemption.h, and 06_slurm/README.md); chapter 05 only carries it.
+// defines: StopVote, by which every rank stops after the same step once one has the warning
+// signal, and stop_for_requeue(), the exit 75 and `scontrol requeue` that follow the checkpoint.
+// Steps 2, 4 and 5 of Note [Preemption and requeue] (preemption.h); chapter 06's lesson.
 #pragma once
+#include <cstdint>
 #include <memory>
 
-#include "05_ddp/trainer/options.h"
 #include "common/group/process_group.h"
 
 namespace ddp {
-
-// Parses --requeue-signal (UsageError if it is not a scheduler's signal) and installs the
-// handler that only records that it came. Call it before joining: a signal then is not fatal.
-// Returns the signal.
-int listen_for_preemption(const TrainerOptions& o);
 
 // Note [Stopping together without a sync per step]
 // A preemption signal reaches the ranks at different moments, yet all must stop after the same

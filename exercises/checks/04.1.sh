@@ -3,9 +3,9 @@
 # kind: coding
 # time: 25 min
 # build: 04_grad_hooks 02_spawn
-# proves: the hooks fire once per parameter, from the last layer's bias back to the first layer's
-#         weight (the reverse of the order the model defines its parameters in), and the order the
-#         hooks logged is the order in which the all-reduces really started (rank 0's --trace).
+# proves: the hooks fire once per parameter, in the reverse of the order the model defines its
+#         parameters in, and the order the hooks logged is the order in which the all-reduces
+#         really started (rank 0's --trace).
 source "$(dirname "$0")/lib.sh"
 run 60 "$WORK/run.log" 02_spawn --nproc-per-node 2 -- "$B/04_grad_hooks" --comm async --trace "$WORK/t.json" ||
   fail "the run failed: $(tail -n 3 "$WORK/run.log")"

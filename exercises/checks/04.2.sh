@@ -4,7 +4,7 @@
 # time: 10 min
 # build: 04_grad_hooks 02_spawn
 # proves: the size you wrote down is that of the first all-reduce rank 0 starts in every step of
-#         its --trace: one value, the last layer's bias, the first gradient backward produces.
+#         its --trace (one value in every step): the gradient backward produces first.
 source "$(dirname "$0")/lib.sh"
 read_answer 04.2
 run 60 "$WORK/run.log" 02_spawn --nproc-per-node 2 -- "$B/04_grad_hooks" --comm async --trace "$WORK/04.json" ||

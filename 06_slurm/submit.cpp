@@ -21,8 +21,8 @@ namespace ddp {
 // rank 0's log (<out-dir>/<job id>/rank0.log, written by the trainer) is printed as it grows.
 // A job has ended when its state is none of the live ones (PENDING, RUNNING, CONFIGURING,
 // COMPLETING, REQUEUED, REQUEUE_FED, SUSPENDED, RESIZING): a requeue passes through REQUEUED and
-// PENDING and is followed to its next run. A TIMEOUT says whether a warning signal had been
-// asked for, since without one the job could not checkpoint before it was killed.
+// PENDING and is followed to its next run. A job killed at its limit is told whether a warning
+// signal had been asked for, since without one it could not checkpoint before it was killed.
 namespace {
 
 // One field of `scontrol show job -o <id>` ("JobState=RUNNING ..."), or "" if absent.

@@ -2,7 +2,7 @@
 //
 // Read: the Notes, then the constructor and the hook in the order they run: on_gradient_ready()
 // (step 4), launch_ready_buckets() (step 5), finish_backward() (steps 6-7: the wait and the rebuild).
-// Skip on a first reading: ddp_extensions.cpp (comm hooks, overlap share, restore, buffers).
+// Skip on a first reading: ddp_interface.cpp (what composes onto the class) and ddp_options.cpp.
 #include "05_ddp/ddp.h"
 
 #include <torch/csrc/autograd/engine.h>
@@ -73,11 +73,9 @@ std::vector<std::vector<size_t>> assign_buckets(const std::vector<size_t>& order
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, Group& group,
                                                  size_t bucket_cap_bytes)
     : module_(std::move(module)), group_(group), cap_bytes_(bucket_cap_bytes) {
-  // 1/world as PyTorch passes it to mul_out: a "wrapped number", a scalar that neither promotes
-  // the gradient's type nor needs to live on its device (set_gradient_divisor).
-  set_gradient_divisor(group_.size());
+  set_gradient_divisor(group_.size());  // 1/world, multiplied in while copying (Note [Divide before the sum])
   // 1. Every rank starts from rank 0's weights (and buffers): flat broadcasts, side by side.
-  broadcast_from_rank0(module_state(), "parameters");
+  broadcast_from(module_state(), "parameters");
 
   // 2. The first iteration's bucket: every parameter, in definition order (Note [Rebuilding
   //    the buckets]); the 1 MiB first bucket and the cap apply from the rebuild.
@@ -108,7 +106,7 @@ std::vector<torch::Tensor> DistributedDataParallel::module_state() const {
   return state;
 }
 
-void DistributedDataParallel::broadcast_from_rank0(const std::vector<torch::Tensor>& tensors, const std::string& tag, int src) {
+void DistributedDataParallel::broadcast_from(const std::vector<torch::Tensor>& tensors, const std::string& tag, int src) {
   torch::NoGradGuard no_grad;
   std::map<c10::ScalarType, std::vector<torch::Tensor>> by_type;  // one flat broadcast per dtype
   for (const auto& t : tensors) by_type[t.scalar_type()].push_back(t);
@@ -148,13 +146,13 @@ void DistributedDataParallel::on_gradient_ready(size_t i) {
   if (!sync_) return;  // inside no_sync(): the gradient stays in .grad() and accumulates
   if (!in_backward_) {
     // The first hook of this backward: every bucket is waiting for all of its gradients.
-    in_backward_ = true;
+    in_backward_ = backward_seen_ = true;
     next_bucket_ = 0;
-    for (auto& b : buckets_) b.pending = b.params.size(), b.work = Pending{}, b.skipped = false;
+    for (auto& b : buckets_) b.pending = b.params.size(), b.reduction = Reduction{};
     ready_order_.clear();
     ready_at_launch_.clear();
     torch::autograd::Engine::get_default_engine().queue_callback([this] { finish_backward(); });
-    if (unused_.on) mark_unused_ready();  // --find-unused-parameters: Note [Unused parameters]
+    if (unused_) mark_unused_ready();  // find_unused_parameters: Note [Unused parameters]
   }
   ready_order_.push_back(i);
   if (trace().on()) {  // each gradient's arrival: what bench/cost_model builds its buckets from
@@ -166,7 +164,7 @@ void DistributedDataParallel::on_gradient_ready(size_t i) {
   const torch::Tensor& grad = params_[i].grad();
   torch::Tensor view = b.flat.narrow(0, b.offsets[slot_of_[i]], grad.numel());
   if (as_bucket_view_) {
-    gradient_into_view(i, view);  // --gradient-as-bucket-view: Note [Gradients as bucket views]
+    gradient_into_view(i, view);  // gradient_as_bucket_view: Note [Gradients as bucket views]
   } else {
     copy_into_bucket(view, grad);
   }
@@ -174,7 +172,7 @@ void DistributedDataParallel::on_gradient_ready(size_t i) {
 }
 
 void DistributedDataParallel::copy_into_bucket(torch::Tensor& view, const torch::Tensor& grad) {
-  if (hook_ == CommHook::kNone) {
+  if (!hook_) {
     at::mul_out(view, grad.reshape(-1), inverse_world_);  // one kernel, as PyTorch's reducer
   } else {
     view.copy_(grad.reshape(-1));
@@ -188,15 +186,13 @@ void DistributedDataParallel::launch_ready_buckets() {
     Bucket& b = buckets_[next_bucket_];
     const std::string tag = "bucket" + std::to_string(next_bucket_);
     trace().instant(tag + " ready", "ddp", wall_us(), Trace::kCompute);
-    if (!skipped_by_fault_injection(b, tag)) {
-      if (powersgd_) {  // its collectives, several per bucket: Note [PowerSGD]
-        b.work = powersgd_->launch(next_bucket_, b.flat, gradient_views(b), tag);
-      } else {
-        std::vector<torch::Tensor> t{to_wire(b)};  // the flat bucket (or what a comm hook sends)
-        // Returns at once; Gloo works in its own threads. Recorded and traced by issue().
-        b.work = issue(group_, "all-reduce", tag, t[0].numel() * t[0].element_size(),
-                       [&] { return group_.pg->allreduce(t); });
-      }
+    if (hook_) {  // a communication hook (ddp.h) decides what travels, and starts it
+      GradBucket bucket = grad_bucket(next_bucket_);
+      b.reduction = hook_(bucket);
+    } else {
+      std::vector<torch::Tensor> t{b.flat};
+      // Returns at once; Gloo works in its own threads. Recorded and traced by issue().
+      b.reduction.work = issue(group_, "all-reduce", tag, t[0].numel() * t[0].element_size(), [&] { return group_.pg->allreduce(t); });
     }
     ready_at_launch_.push_back(ready_order_.size());
     ++next_bucket_;
@@ -208,42 +204,22 @@ void DistributedDataParallel::finish_backward() {
   launched_last_ = static_cast<int>(next_bucket_);
   // A parameter that took no part in the loss never gets a gradient: its bucket never starts,
   // and the ranks would wait for each other for ever. Say which one, as PyTorch does.
-  if (next_bucket_ < buckets_.size()) {
-    std::string missing;
-    for (size_t i = 0; i < params_.size(); ++i) {
-      if (bucket_of_[i] >= next_bucket_ && std::find(ready_order_.begin(), ready_order_.end(), i) == ready_order_.end()) {
-        missing += (missing.empty() ? "" : ", ") + names_[i];
-      }
-    }
-    for (size_t k = 0; k < next_bucket_; ++k) {
-      if (!buckets_[k].skipped) wait(group_, buckets_[k].work);  // leave nothing in flight
-    }
-    throw std::runtime_error("backward ended before every bucket was reduced: no gradient for " +
-                             (missing.empty() ? std::string("(a parameter of a later bucket)") : missing) +
-                             ". Every parameter must take part in the loss on every rank (PyTorch: "
-                             "\"Expected to have finished reduction in the prior iteration\"), or, for a forward that "
-                             "skips some on purpose, set find_unused_parameters (05_ddp --find-unused-parameters)");
-  }
+  if (next_bucket_ < buckets_.size()) throw_for_missing_gradients();
   // 6. Wait for every bucket and copy the averaged gradients back into .grad().
   const double computed = wall_us();  // every gradient is ready: backward's computing is over
   {
     Span waiting("wait for all-reduces", "ddp");
     for (auto& b : buckets_) {
-      if (!b.skipped) wait(group_, b.work);
+      if (b.reduction.work.work) wait(group_, b.reduction.work);  // a hook may have started none
     }
   }
-  account_overlap(computed);
+  for (const auto& observe : observers_) observe(*this, computed);
   for (auto& b : buckets_) {
-    if (powersgd_ && !b.skipped) {
-      const size_t k = static_cast<size_t>(&b - buckets_.data());
-      powersgd_->finish(k, k + 1 == buckets_.size());  // P, then Q: Note [PowerSGD]
-    } else if (hook_ != CommHook::kNone) {
-      b.flat.copy_(b.wire);  // a comm hook's result, decompressed
-    }
+    if (b.reduction.finish) b.reduction.finish();  // a comm hook's result into `flat`
     if (as_bucket_view_) continue;  // each .grad() is a view into `flat`: already there
     for (size_t k = 0; k < b.params.size(); ++k) {
       const size_t i = b.params[k];
-      if (unused_.on && unused_everywhere(i)) continue;  // its .grad() left as it was (Note [Unused parameters])
+      if (unused_ && unused_everywhere(i)) continue;  // its .grad() left as it was (Note [Unused parameters])
       torch::Tensor& grad = params_[i].mutable_grad();
       torch::Tensor average = b.flat.narrow(0, b.offsets[k], params_[i].numel()).view_as(params_[i]);
       if (grad.defined()) grad.copy_(average);
@@ -257,12 +233,6 @@ void DistributedDataParallel::finish_backward() {
     build_buckets(assign_buckets(ready_order_, bytes_, cap_bytes_ == kOneBucket ? kOneBucket : kFirstBucketBytes, cap_bytes_));
     log0("buckets rebuilt in the order gradients became ready: " + describe_buckets());
   }
-}
-
-std::vector<std::vector<size_t>> DistributedDataParallel::bucket_assignment() const {
-  std::vector<std::vector<size_t>> out;
-  for (const auto& b : buckets_) out.push_back(b.params);
-  return out;
 }
 
 }  // namespace ddp

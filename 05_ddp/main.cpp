@@ -4,10 +4,10 @@
 // ddp.h and ddp.cpp (the class: chapter 04's hooks, with gradients packed into buckets whose
 // all-reduce starts while backward is still running).
 // Skip on a first reading: the folders beside them. trainer/ is the plumbing around the lesson
-// (flags, batches, logs, checkpoint/resume, validation); beyond/ holds the features past it, which
-// `extras` reaches (beyond/extras.h: faults, drills, preemption, --trace, --record-samples, the
-// overlap report), plus AMP, --global-batch, SyncBatchNorm and the going-further flags (ddp_flags.h,
-// join.h, zero.h: each a page of going_further/); ddp_extensions.cpp the DDP class's.
+// (flags, batches, logs, checkpoint/resume, validation); beyond/ holds the features past it,
+// composed here as a Python script imports them: `extras` (beyond/extras.h: faults, drills,
+// preemption, --trace, --record-samples, the overlap report), AMP, --global-batch, SyncBatchNorm,
+// comm hooks (ddp_flags.h), Join and ZeRO, each a page of going_further/.
 //
 // Usage:
 //   ./build-cpu/05_ddp --nproc-per-node 2                   # forks 2 ranks (via 02_spawn)
@@ -40,6 +40,7 @@
 #include "05_ddp/models.h"
 #include "05_ddp/trainer/resume.h"
 #include "05_ddp/beyond/sync_batch_norm.h"
+#include "05_ddp/beyond/zero.h"
 #include "05_ddp/trainer/trainer.h"
 #include "05_ddp/trainer/validation.h"
 #include "common/basics/failure.h"
@@ -73,7 +74,7 @@ int main(int argc, char** argv) {
   return ddp::guarded_main([&] {
     if (o.nproc_per_node) return ddp::relaunch_with_02_spawn(argc, argv, *o.nproc_per_node, flags, o);
     ddp::make_reproducible(o.deterministic == "on");  // before CUDA starts: Note [Reproducible GPU runs]
-    ddp::listen_for_preemption(o);  // Preemption is chapter 06's lesson: see 05_ddp/beyond/preemption.cpp
+    ddp::listen_for_preemption(o);  // Preemption is chapter 06's lesson: see common/slurm/preemption.h
 
     // 1. Join the group (chapter 01); each rank also keeps its own log file in the run's folder.
     std::optional<ddp::Group> joined = ddp::join_or_explain(flags);
@@ -109,9 +110,10 @@ int main(int argc, char** argv) {
     std::vector<torch::Tensor> params = model.module->parameters();
     if (rank == 0 && !o.save_init.empty()) ddp::toy::save_params(params, o.save_init);
     ddp::DistributedDataParallel ddp_model(model.module, group, o.one_bucket ? ddp::kOneBucket : static_cast<size_t>(o.bucket_cap_mb * ddp::kMiB));
-    ddp::apply_ddp_flags(ddp_model, model, o);  // --comm-hook, --find-unused-parameters, ...: pages of going_further/
-    ddp::Join join(o, ddp_model, sampler, group, device);  // --uneven-shards, --join: Note [Uneven inputs and Join]
-    std::unique_ptr<torch::optim::Optimizer> optimizer = ddp::make_trainer_optimizer(params, o, group);
+    ddp::apply_ddp_flags(ddp_model, model, group, o);  // --comm-hook, --find-unused-parameters, ...: pages of going_further/
+    ddp::OptimizerFactory make_optimizer = ddp::optimizer_factory(o);  // SGD with momentum, or AdamW (--optimizer)
+    std::unique_ptr<torch::optim::Optimizer> optimizer =
+        o.zero ? std::make_unique<ddp::ZeroRedundancyOptimizer>(params, make_optimizer, group) : make_optimizer(params);
     ddp::Amp amp(o.amp, device);  // --amp bf16|fp16 on a GPU; see Note [Mixed precision and DDP]
     ddp::log0("model " + o.model + ": " + std::to_string(ddp::count_parameters(params)) +
               (o.one_bucket ? " parameters, all-reduced in one bucket once backward has ended (--one-bucket: no overlap)"
@@ -135,9 +137,10 @@ int main(int argc, char** argv) {
     ddp::Progress progress(out, total_steps, steps_per_epoch, o.epochs, world * o.batch_size * o.grad_accum, o.log_every);
     std::optional<ddp::Evaluation> last_eval;
     std::vector<int64_t> order;  // this epoch's indices for this rank
-    extras.start_training(step);  // a drill armed (not in a resumed run), the GPU timeline started
+    extras.start_training(step, ddp_model);  // a drill armed (not in a resumed run), the overlap watched
+    ddp::Join join(o, ddp_model, sampler, group, device);  // `with Join([ddp_model]):` (--uneven-shards, --join)
     for (; step < total_steps; ++step) {
-      extras.before_step(step, ddp_model);  // --straggle-rank, --skip-rank
+      extras.before_step(step);  // --straggle-rank, --skip-rank
       const int64_t epoch = step / steps_per_epoch, in_epoch = step % steps_per_epoch;
       if (order.empty() || in_epoch == 0) {
         sampler.set_epoch(epoch);
@@ -147,11 +150,12 @@ int main(int argc, char** argv) {
       const double lr = learning_rate(o, step, total_steps);
       for (auto& g : optimizer->param_groups()) g.options().set_lr(lr);
       ddp::zero_grad(*optimizer);  // optimizer.zero_grad(), as Python's (trainer.h)
-      const int64_t first = in_epoch * o.grad_accum, last = std::min(n_batches, first + o.grad_accum);
-      const bool joined = join.out_of_data(static_cast<int64_t>(order.size()), first, last);  // then no batch: shadow
+      // This rank's micro-batches of the step; none once its shard has run out (Join then shadows).
+      const int64_t first = in_epoch * o.grad_accum,
+                    last = join.end_of_batches(step, order.size(), first, std::min(n_batches, first + o.grad_accum));
       // Summed on the model's device: reading it every step would wait for the GPU every step.
       torch::Tensor step_loss = torch::zeros({}, torch::TensorOptions(torch::kFloat64).device(device));
-      for (int64_t b = first; b < last && !joined; ++b) {
+      for (int64_t b = first; b < last; ++b) {
         auto no_sync = b + 1 < last ? ddp_model.no_sync() : nullptr;  // communicate on the last only
         const int64_t from = b * o.batch_size, to = std::min<int64_t>(from + o.batch_size, order.size());
         extras.record_samples(step, order, from, to);  // --record-samples
@@ -172,7 +176,7 @@ int main(int argc, char** argv) {
       }
       {
         ddp::Span span("optimizer");
-        if (!joined) amp.step(*optimizer, params, step);  // optimizer->step(), unless fp16 found inf/NaN gradients
+        if (first < last) amp.step(*optimizer, params, step);  // optimizer->step(), unless fp16 found inf/NaN gradients
       }
       progress.step_done(step, step_loss, lr);
 

@@ -2,18 +2,27 @@
 // and --find-unused-parameters onto the DDP class.
 #include "05_ddp/beyond/ddp_flags.h"
 
+#include "05_ddp/beyond/comm_hooks.h"
+#include "05_ddp/beyond/powersgd.h"
 #include "common/basics/errors.h"
 
 namespace ddp {
 
-void apply_ddp_flags(DistributedDataParallel& ddp, AnyModel& model, const TrainerOptions& o) {
-  PowerSgdOptions powersgd;  // Note [PowerSGD]
+void apply_ddp_flags(DistributedDataParallel& ddp, AnyModel& model, Group& group, const TrainerOptions& o) {
   if (o.comm_hook != "powersgd" && (o.powersgd_rank || o.powersgd_start_iter)) {
     throw UsageError("--powersgd-rank and --powersgd-start-iter need --comm-hook powersgd");
   }
-  if (o.powersgd_rank) powersgd.rank = *o.powersgd_rank;
-  if (o.powersgd_start_iter) powersgd.start_iter = *o.powersgd_start_iter;
-  ddp.register_comm_hook(parse_comm_hook(o.comm_hook), powersgd);  // Note [Communication hooks]
+  // What travels on the wire: Note [Communication hooks], Note [PowerSGD].
+  if (o.comm_hook == "fp16") ddp.register_comm_hook(compress_hook(group, torch::kHalf));
+  else if (o.comm_hook == "bf16") ddp.register_comm_hook(compress_hook(group, torch::kBFloat16));
+  else if (o.comm_hook == "powersgd") {
+    PowerSgdOptions powersgd;
+    if (o.powersgd_rank) powersgd.rank = *o.powersgd_rank;
+    if (o.powersgd_start_iter) powersgd.start_iter = *o.powersgd_start_iter;
+    ddp.register_comm_hook(powersgd_hook(group, powersgd, ddp.parameters()));
+  } else if (o.comm_hook != "none") {
+    throw UsageError("--comm-hook " + o.comm_hook + ": use none, fp16, bf16 or powersgd");
+  }
   ddp.set_gradient_as_bucket_view(o.gradient_as_bucket_view);  // Note [Gradients as bucket views]
   ddp.set_find_unused_parameters(o.find_unused_parameters);    // Note [Unused parameters]
   if (o.find_unused_parameters) {

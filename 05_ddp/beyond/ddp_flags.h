@@ -13,6 +13,6 @@ namespace ddp {
 // first backward. With --find-unused-parameters, model.forward also does what PyTorch's DDP
 // forward does after the module's: ddp.prepare_for_backward(output). Throws UsageError for a
 // flag the run cannot apply.
-void apply_ddp_flags(DistributedDataParallel& ddp, AnyModel& model, const TrainerOptions& o);
+void apply_ddp_flags(DistributedDataParallel& ddp, AnyModel& model, Group& group, const TrainerOptions& o);
 
 }  // namespace ddp

@@ -31,15 +31,17 @@ RunExtras::RunExtras(const TrainerOptions& o, Group& group, const torch::Device&
   open_trace(o.trace, group);
 }
 
-void RunExtras::start_training(int64_t step) {
+void RunExtras::start_training(int64_t step, DistributedDataParallel& ddp) {
+  overlap_.watch(ddp);  // Note [Overlap share]
+  faults_.attach(ddp, group_);
   gpu_timeline_ = std::make_unique<GpuTimeline>(device_);  // with --trace on a GPU
   fresh_run_ = step == 0;  // the drills rehearse once: not after a resume
   if (o_.drill_after && fresh_run_) drill_preemption(signal_, *o_.drill_after);
 }
 
-void RunExtras::before_step(int64_t step, DistributedDataParallel& ddp) {
+void RunExtras::before_step(int64_t step) {
   recorder_.set_step(step);
-  faults_.before_step(step, ddp);
+  faults_.before_step(step);
 }
 
 void RunExtras::record_samples(int64_t step, const std::vector<int64_t>& order, int64_t from, int64_t to) {
@@ -73,7 +75,7 @@ double resident_bytes() {  // the second field of /proc/self/statm, in pages
 }  // namespace
 
 void RunExtras::report(const DistributedDataParallel& ddp) {
-  const auto& overlap = ddp.overlap();  // Note [Overlap share], from the same clock as --trace
+  const OverlapShare& overlap = overlap_;  // Note [Overlap share], from the same clock as --trace
   if (gpu_timeline_ && gpu_timeline_->on()) {
     const GpuTimeline::Overlap gpu = gpu_timeline_->stop();
     log0("GPU timeline: " + std::to_string(gpu.gpu_events) + " kernels and copies in the trace" +

@@ -16,6 +16,7 @@
 #include "05_ddp/ddp.h"
 #include "05_ddp/beyond/faults.h"
 #include "05_ddp/beyond/gpu_timeline.h"
+#include "05_ddp/beyond/overlap.h"
 #include "05_ddp/trainer/options.h"
 #include "05_ddp/beyond/sample_log.h"
 #include "common/group/process_group.h"
@@ -36,9 +37,10 @@ class RunExtras {
 
   // Before the first step; `step` > 0: a resumed run, which the drills leave alone (they rehearse
   // once, and the run after a drill is the same command again). Starts the GPU timeline.
-  void start_training(int64_t step);
+  // Attaches the observers to the DDP class: the overlap share, and --skip-rank's comm hook.
+  void start_training(int64_t step, DistributedDataParallel& ddp);
   // At the start of each step: the flight recorder's step; --straggle-rank, --skip-rank.
-  void before_step(int64_t step, DistributedDataParallel& ddp);
+  void before_step(int64_t step);
   // Each micro-batch, order[from, to): --record-samples.
   void record_samples(int64_t step, const std::vector<int64_t>& order, int64_t from, int64_t to);
   // After step `step` (and its validation): whether every rank stops here, preempted (the stop
@@ -61,6 +63,7 @@ class RunExtras {
   torch::Device device_;
   int signal_;
   Faults faults_;
+  OverlapShare overlap_;
   FlightRecorder recorder_;
   SampleLog samples_;
   StopVote stop_vote_;

@@ -8,10 +8,12 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "common/basics/errors.h"
 #include "common/basics/log.h"
 #include "common/launch/rank_env.h"
+#include "common/observe/flight_recorder.h"
 #include "common/observe/trace.h"
 
 namespace ddp {
@@ -31,13 +33,28 @@ Faults::Faults(const TrainerOptions& o, int rank, int world) : o_(o), rank_(rank
   }
 }
 
-void Faults::before_step(int64_t step, DistributedDataParallel& ddp) const {
+void Faults::attach(DistributedDataParallel& ddp, Group& group) {
+  if (!first_attempt_ || o_.skip_rank != rank_) return;
+  ddp.register_comm_hook([inner = ddp.comm_hook(), skip = skip_next_, &group](DistributedDataParallel::GradBucket& b) {
+    if (*skip && b.index == 0) {
+      *skip = false;
+      log("fault injection (--skip-rank): not starting the all-reduce of " + b.tag);
+      return Reduction{};
+    }
+    if (inner) return inner(b);
+    b.buffer.mul_(1.0 / group.size());  // what the class does while copying when no hook is registered
+    std::vector<torch::Tensor> t{b.buffer};
+    return Reduction{issue(group, "all-reduce", b.tag, t[0].numel() * t[0].element_size(), [&] { return group.pg->allreduce(t); }), {}};
+  });
+}
+
+void Faults::before_step(int64_t step) {
   if (!first_attempt_) return;
   if (o_.straggle_rank == rank_) {
     Span s("straggling (--straggle-ms)", "fault");
     std::this_thread::sleep_for(std::chrono::milliseconds(o_.straggle_ms));
   }
-  if (o_.skip_rank == rank_ && o_.skip_at_step == step) ddp.skip_next_allreduce();
+  if (o_.skip_rank == rank_ && o_.skip_at_step == step) *skip_next_ = true;
 }
 
 void Faults::after_step(int64_t step) const {

@@ -55,12 +55,30 @@ Join::Join(const TrainerOptions& o, DistributedDataParallel& ddp, DistributedSam
     throw UsageError("--join with --comm-hook powersgd: not in this course (a rank out of data would have to shadow PowerSGD's "
                      "three all-reduces per bucket, not one)");
   }
+  if (join_ && o.zero) {  // PyTorch's ZeroRedundancyOptimizer joins through a hook of its own
+    throw UsageError("--zero with --join: not in this course: a rank out of data skips the optimizer step, and with it the "
+                     "broadcasts of the parameters it owns, which the other ranks would wait for");
+  }
   sampler.set_padding(!uneven_);
 }
 
-bool Join::out_of_data(int64_t own, int64_t first, int64_t last) {
-  if (!uneven_) return false;
-  const int64_t step = step_++;
+namespace {
+
+// DDP's join hook (PyTorch's _DDPJoinHook.main_hook, _match_all_reduce_for_bwd_pass): the
+// collectives the others start for their buckets, in bucket order, run on zeros through the
+// class's comm hook, so that type and size match whatever hook is registered.
+void shadow_backward(DistributedDataParallel& ddp, Group& group) {
+  for (auto& bucket : ddp.zeros_like_buckets()) {
+    bucket.tag += " (Join: zeros)";
+    Reduction r = ddp.run_comm_hook(bucket);
+    if (r.work.work) wait(group, r.work);
+  }
+}
+
+}  // namespace
+
+int64_t Join::end_of_batches(int64_t step, int64_t own, int64_t first, int64_t last) {
+  if (!uneven_) return last;
   const bool has_data = (own + batch_ - 1) / batch_ >= last;  // its batches reach the step's last micro-batch
   if (!join_) {
     if (!has_data && !said_) {
@@ -68,7 +86,7 @@ bool Join::out_of_data(int64_t own, int64_t first, int64_t last) {
           "ends; the other ranks will wait for this rank in their all-reduce (--join shadows it)");
       said_ = true;
     }
-    return !has_data;
+    return has_data ? last : first;
   }
   std::vector<torch::Tensor> live{torch::tensor({has_data ? 1.0f : 0.0f}, torch::TensorOptions().device(device_))};
   run(group_, "all-reduce", "join: ranks still training", 4, [&] { return group_.pg->allreduce(live); });
@@ -77,15 +95,15 @@ bool Join::out_of_data(int64_t own, int64_t first, int64_t last) {
   fewer_ = fewer_ || still < group_.size();
   if (has_data) {
     ddp_.set_gradient_divisor(divide_by_live_ ? still : group_.size());
-    return false;
+    return last;
   }
   if (!said_) {
     log("out of data at step " + std::to_string(step + 1) + ": shadowing the all-reduces of the " + std::to_string(still) +
         " rank(s) still training until the epoch ends (--join)");
     said_ = true;
   }
-  ddp_.shadow_backward();
-  return true;
+  shadow_backward(ddp_, group_);
+  return first;
 }
 
 void Join::sync_final_model() {
@@ -96,7 +114,7 @@ void Join::sync_final_model() {
   max.reduceOp = c10d::ReduceOp::MAX;
   run(group_, "all-reduce", "join: the last rank to run out of data", 8, [&] { return group_.pg->allreduce(last, max); });
   const int src = static_cast<int>(last[0].item<int64_t>());
-  ddp_.sync_module_from(src);
+  ddp_.sync_params_and_buffers(src);
   if (fewer_) log0("join: the epoch's last step(s) were trained by fewer ranks; every rank takes the model of rank " + std::to_string(src));
   trained_last_step_ = true, said_ = false, fewer_ = false;
 }

@@ -12,6 +12,8 @@
 
 namespace ddp {
 
+// `with Join([ddp_model]):` around the loop. Built once before it; each step asks it which
+// micro-batches this rank runs, and at each epoch's end it syncs the final model.
 class Join {
  public:
   // Checks the flags (UsageError: --join needs --uneven-shards, and what it cannot shadow), and
@@ -19,11 +21,12 @@ class Join {
   Join(const TrainerOptions& o, DistributedDataParallel& ddp, DistributedSampler& sampler, Group& group,
        const torch::Device& device);
 
-  // Before each step: whether this rank lacks the data for the step's micro-batches [first, last)
-  // (it holds `own` samples this epoch). Without --uneven-shards: never, and no collective. With
-  // --join every rank says whether it still trains (an all-reduce: the ranks still training), and
-  // a rank out of data shadows the step's all-reduces with zeros before returning true.
-  bool out_of_data(int64_t own, int64_t first, int64_t last);
+  // The end of step `step`'s micro-batches [first, last) on this rank, which holds `own` samples
+  // this epoch: `last`, or `first` (none: it runs out of data here). Without --uneven-shards
+  // always `last`, with no collective. With --join every rank first says whether it still
+  // trains (an all-reduce: the ranks still training), and a rank out of data runs DDP's join
+  // hook: it shadows the step's bucket all-reduces with zeros.
+  int64_t end_of_batches(int64_t step, int64_t own, int64_t first, int64_t last);
 
   // At each epoch's end (and training's): with --join, every rank takes the model of the last
   // rank to run out of data (the highest rank among those that trained the last step).
@@ -33,7 +36,7 @@ class Join {
   DistributedDataParallel& ddp_;
   Group& group_;
   torch::Device device_;
-  int64_t batch_, step_ = 0;
+  int64_t batch_;
   bool uneven_, join_, divide_by_live_;
   bool trained_last_step_ = true, said_ = false, fewer_ = false;
 };

@@ -242,4 +242,14 @@ void PowerSgd::finish(size_t index, bool last) {
   ++iter_;  // PyTorch's maybe_increase_iter on the last bucket
 }
 
+DistributedDataParallel::CommHook powersgd_hook(Group& group, const PowerSgdOptions& o, const std::vector<torch::Tensor>& params) {
+  auto state = std::make_shared<PowerSgd>(group, o, params);
+  return [state](DistributedDataParallel::GradBucket& bucket) {
+    Reduction r;
+    r.work = state->launch(bucket.index, bucket.buffer, bucket.gradients, bucket.tag);  // uncompressed, then P
+    r.finish = [state, index = bucket.index, last = bucket.is_last] { state->finish(index, last); };  // Q
+    return r;
+  };
+}
+
 }  // namespace ddp

@@ -1,5 +1,6 @@
-// defines: PowerSgd, PyTorch's powerSGD_hook with its PowerSGDState: each bucket's gradient
-// matrices all-reduced as two thin factors P and Q (Note [PowerSGD] in powersgd.cpp).
+// defines: powersgd_hook, PyTorch's powerSGD_hook with its PowerSGDState, a communication hook
+// for the DDP class: each bucket's gradient matrices all-reduced as two thin factors P and Q
+// (Note [PowerSGD] in powersgd.cpp).
 #pragma once
 #include <torch/torch.h>
 
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "05_ddp/ddp.h"
 #include "common/group/process_group.h"
 #include "common/observe/flight_recorder.h"
 
@@ -23,13 +25,16 @@ struct PowerSgdOptions {
   double min_compression_rate = 2;  // PyTorch's default; not a flag
 };
 
+// ddp_model.register_comm_hook(PowerSGDState(...), powerSGD_hook) in PyTorch. Throws UsageError
+// for a rank below 1, a start below 2 (PyTorch's ValueError), a rank that compresses no tensor of
+// `params` (the DDP class's parameters()), or a rank above 2 without LAPACK (linalg.qr).
+DistributedDataParallel::CommHook powersgd_hook(Group& group, const PowerSgdOptions& o, const std::vector<torch::Tensor>& params);
+
 // The state of PowerSGDState (error feedback on, warm start on, random_seed 0, epsilon 0), and
-// the hook, in two halves for the DDP class: launch() when the bucket is complete, finish()
-// after backward. Every rank calls both for every bucket, in bucket order.
+// the hook in two halves: launch() when the bucket is complete, finish() once its collective is
+// done. Every rank calls both for every bucket, in bucket order.
 class PowerSgd {
  public:
-  // Throws UsageError for a rank below 1, a start below 2 (PyTorch's ValueError), a rank that
-  // compresses no tensor of `params`, or a rank above 2 without LAPACK (linalg.qr).
   PowerSgd(Group& group, const PowerSgdOptions& o, const std::vector<torch::Tensor>& params);
 
   // Bucket `index`'s gradients, as they are (not divided), in `flat`; `grads` are views into

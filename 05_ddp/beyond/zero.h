@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "05_ddp/trainer/sharded_state.h"
 #include "common/group/process_group.h"
 
 namespace ddp {
@@ -37,7 +38,7 @@ namespace ddp {
 //   save() then writes what the same optimizer without --zero would write, so a checkpoint does
 //   not record the world size it was sharded over: a --zero run resumes at any world size, and
 //   with or without --zero. load() reads the whole state and keeps this rank's share.
-class ZeroRedundancyOptimizer : public torch::optim::Optimizer {
+class ZeroRedundancyOptimizer : public torch::optim::Optimizer, public ShardedState {
  public:
   // Builds the optimizer the flags ask for over a list of parameters (the local shard or all).
   using Factory = std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<torch::Tensor>&)>;
@@ -47,14 +48,14 @@ class ZeroRedundancyOptimizer : public torch::optim::Optimizer {
   torch::Tensor step(LossClosure closure = nullptr) override;
 
   // Every rank must call it: the shards gathered on rank `to`, for the next save() there.
-  void consolidate_state_dict(int to = 0);
+  void consolidate_state_dict(int to = 0) override;
   // The whole state as the optimizer without --zero saves it; consumes the consolidated copy
   // (the rank then keeps only its shard again). Throws unless consolidate_state_dict() ran here.
   void save(torch::serialize::OutputArchive& archive) const override;
   // A checkpoint's whole state (written with or without --zero): this rank keeps its share.
   void load(torch::serialize::InputArchive& archive) override;
 
-  const torch::optim::Optimizer& local() const { return *local_; }
+  const torch::optim::Optimizer& local() const override { return *local_; }
   // The rank that owns each parameter, in the order given to the constructor.
   const std::vector<int>& owners() const { return owner_; }
 

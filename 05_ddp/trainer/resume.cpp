@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <set>
 
-#include "05_ddp/beyond/zero.h"
+#include "05_ddp/trainer/sharded_state.h"
 #include "common/basics/errors.h"
 #include "common/basics/failure.h"
 #include "common/basics/log.h"
@@ -39,7 +39,7 @@ std::vector<std::vector<size_t>> decode_buckets(const torch::Tensor& t) {
 
 // What a checkpoint says about the run that wrote it (Note [Never lose a run]).
 std::string optimizer_kind(const torch::optim::Optimizer& opt) {
-  if (auto* zero = dynamic_cast<const ZeroRedundancyOptimizer*>(&opt)) return optimizer_kind(zero->local());  // --zero
+  if (auto* sharded = dynamic_cast<const ShardedState*>(&opt)) return optimizer_kind(sharded->local());  // --zero
   if (dynamic_cast<const torch::optim::AdamW*>(&opt)) return "adamw";
   if (dynamic_cast<const torch::optim::SGD*>(&opt)) return "sgd";
   return "unknown";
@@ -121,9 +121,9 @@ void check_same_data_position(const std::string& path, const SamplerState& saved
 
 void checkpoint(const std::string& dir, int64_t step, const SamplerState& sampler, int keep, torch::nn::Module& model,
                 torch::optim::Optimizer& opt, const DistributedDataParallel& ddp, Group& group) {
-  // --zero: every rank sends its shard of the optimizer state to rank 0, which writes it whole, in
-  // the format of a run without --zero (Note [ZeRO-1: optimizer state sharded]).
-  if (auto* zero = dynamic_cast<ZeroRedundancyOptimizer*>(&opt)) zero->consolidate_state_dict(/*to=*/0);
+  // A sharded optimizer (--zero): every rank sends its shard of the state to rank 0, which writes
+  // it whole, in the format of a run without --zero (Note [ZeRO-1: optimizer state sharded]).
+  if (auto* sharded = dynamic_cast<ShardedState*>(&opt)) sharded->consolidate_state_dict(/*to=*/0);
   if (group.rank() == 0) {
     const std::string path = save_checkpoint(dir, step, keep, [&](torch::serialize::OutputArchive& a) {
       for (const auto& p : model.named_parameters()) a.write("model." + p.key(), p.value());

@@ -9,28 +9,20 @@
 #include <cstring>
 #include <string>
 
-#include "05_ddp/beyond/zero.h"
 #include "05_ddp/trainer/sgd.h"
 #include "common/basics/errors.h"
 #include "common/basics/paths.h"
 
 namespace ddp {
 
-std::unique_ptr<torch::optim::Optimizer> make_trainer_optimizer(const std::vector<torch::Tensor>& params,
-                                                                const TrainerOptions& o, Group& group) {
-  auto make = [o](const std::vector<torch::Tensor>& some) -> std::unique_ptr<torch::optim::Optimizer> {
+OptimizerFactory optimizer_factory(const TrainerOptions& o) {
+  return [o](const std::vector<torch::Tensor>& some) -> std::unique_ptr<torch::optim::Optimizer> {
     if (o.optimizer == "adamw") {
       return std::make_unique<torch::optim::AdamW>(some, torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay));
     }
     // LibTorch's SGD, stepping every parameter in one launch: Note [One launch for all parameters].
     return std::make_unique<ForeachSgd>(some, torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
   };
-  if (o.zero && o.join) {  // PyTorch's ZeroRedundancyOptimizer joins through a hook of its own
-    throw UsageError("--zero with --join: not in this course: a rank out of data skips the optimizer step, and with it the "
-                     "broadcasts of the parameters it owns, which the other ranks would wait for");
-  }
-  if (o.zero) return std::make_unique<ZeroRedundancyOptimizer>(params, make, group);  // Note [ZeRO-1: optimizer state sharded]
-  return make(params);
 }
 
 void zero_grad(torch::optim::Optimizer& optimizer) {

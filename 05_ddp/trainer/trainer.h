@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -13,10 +14,10 @@
 
 namespace ddp {
 
-// SGD with momentum, or AdamW, as --optimizer says; with --zero sharded over `group`'s ranks
-// (Note [ZeRO-1: optimizer state sharded]).
-std::unique_ptr<torch::optim::Optimizer> make_trainer_optimizer(const std::vector<torch::Tensor>& params,
-                                                                const TrainerOptions& o, Group& group);
+// SGD with momentum, or AdamW, as --optimizer says, over the parameters it is given (ZeRO,
+// going_further/zero.md, builds one over each rank's share).
+using OptimizerFactory = std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<torch::Tensor>&)>;
+OptimizerFactory optimizer_factory(const TrainerOptions& o);
 
 // optimizer.zero_grad() as Python's of the same version does it: 2.x sets each .grad() to None,
 // 1.13 zeroes it in place. LibTorch's own C++ zero_grad() first calls .grad().detach_(), which a

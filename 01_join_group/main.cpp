@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
 
     // 4. Roll call: every rank checks in under its own key and waits for the others. If one
     //    never comes, everyone stops at the timeout with its number, instead of hanging.
-    //    See Note [Roll call] in common/group/process_group.cpp.
+    //    See Note [Roll call] in common/group/roll_call.cpp.
     ddp::roll_call(*store, info);
     ddp::log("all " + std::to_string(world) + " ranks checked in");
 

@@ -321,7 +321,7 @@ TEST(ExplainEnv, PrintsEachValueWithItsSourceAndJoinsNothing) {
   EXPECT_EQ(r.output.find("joining"), std::string::npos) << r.output;
 }
 
-// Note [One user's store] in common/group/process_group.cpp: a classroom on one server, where
+// Note [One user's store] in common/group/roll_call_errors.cpp: a classroom on one server, where
 // another student's rank 1 reaches this store on a shared port. It is refused with exit 2 and the
 // port hint, and the owner's group forms as if it had never come, even when it arrives first.
 TEST(JoinFailure, AnotherUsersRankIsRefusedAndTheOwnersGroupGoesOn) {

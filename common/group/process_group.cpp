@@ -1,11 +1,6 @@
-// provides: the process-group layer: store, roll call, Gloo/NCCL backend, with loud bounded failures.
+// provides: the process-group layer: store, Gloo/NCCL backend, joining and leaving, with loud bounded
+// failures (the roll call is in roll_call.cpp).
 #include "common/group/process_group.h"
-
-#include <pwd.h>
-#include <unistd.h>
-
-#include <sstream>
-#include <thread>
 
 #ifdef USE_C10D_NCCL
 #include <c10/cuda/CUDAFunctions.h>
@@ -21,8 +16,6 @@
 namespace ddp {
 namespace {
 
-std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
-std::string text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
 std::string where(const RankInfo& i) {
   return i.file_init() ? i.init.value : i.master_addr.value + ":" + std::to_string(i.master_port.value);
 }
@@ -31,12 +24,6 @@ std::string where(const RankInfo& i) {
 std::string free_port_hint() {
   const std::string port = std::to_string(find_free_port());
   return "--master-port " + port + " (free right now) or MASTER_PORT=" + port;
-}
-
-std::string join_ints(const std::vector<int>& v) {
-  std::ostringstream os;
-  for (size_t k = 0; k < v.size(); ++k) os << (k ? ", " : "") << v[k];
-  return os.str();
 }
 
 }  // namespace
@@ -145,129 +132,6 @@ c10::intrusive_ptr<c10d::Store> make_store(const RankInfo& info) {
   }
   if (info.store_prefix.empty()) return tcp;
   return c10::make_intrusive<c10d::PrefixStore>(info.store_prefix, tcp);
-}
-
-// Note [Roll call]
-// Gloo's constructor waits for every rank, but when one never comes it only says "Socket
-// Timeout", long after the fact and without a name. So before building the backend every rank
-// checks in through the store under its own key (rollcall/rank/<r>) and then polls until all
-// keys exist. At the deadline, the missing keys are the missing ranks. The same keys catch two
-// processes that claim one rank (the counter reaches 2), and the first rank to arrive records
-// the world size so that a process started with another one is refused. Whoever detects such a
-// conflict writes rollcall/abort, so that every other rank stops too instead of waiting.
-//
-// Note [One user's store]
-// Twenty students on one server, each starting chapter 01 from two terminals with torchrun's
-// default MASTER_PORT 29500: the first student's rank 0 holds the port (the others' rank 0 are
-// refused: "port 29500 is already in use"), but every student's rank 1 reaches that store and
-// would claim a rank in a stranger's group. A TCP store has no owner, so rank 0 records its user
-// (rollcall/user) and every other rank waits for that record before it writes anything: a
-// process of another user leaves at once with exit 2, and the owner's group goes on as if it had
-// never come. (Rank 0 and not the first to arrive: students start rank 1 first as often as not.)
-// Ranks of one job always run as one user (torchrun, srun, 02_spawn), so this refuses nothing
-// real. The classroom's fix is a port per student: docs/teaching.md.
-void roll_call(c10d::Store& store, const RankInfo& info) {
-  const int r = info.rank.value, n = info.world_size.value;
-  const std::string me = "rank " + std::to_string(r) + " on host " + info.host + " pid " + std::to_string(::getpid());
-  const bool hosting = r == 0 && !info.external_store.value && !info.file_init();
-  const std::string file_hint =
-      info.file_init() ? " (with --init file://, a store file left by an earlier run also causes this: delete " +
-                             info.file_path() + ")"
-                       : "";
-  const auto deadline = std::chrono::steady_clock::now() + info.timeout();
-  std::vector<std::string> keys;
-  for (int i = 0; i < n; ++i) keys.push_back("rollcall/rank/" + std::to_string(i));
-  auto present_ranks = [&] {
-    std::vector<int> present, missing;
-    for (int i = 0; i < n; ++i) (store.check({keys[i]}) ? present : missing).push_back(i);
-    return std::make_pair(present, missing);
-  };
-  // Stops every rank: the reason goes into the store, prefixed with its kind. The rank that
-  // hosts the store waits (two seconds at most) until the others have read it: if it left at
-  // once they would only see the store vanish ("Connection reset") and never learn why.
-  auto linger_if_hosting = [&] {
-    if (!hosting) return;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (store.add("rollcall/abort_seen", 0) < store.add("rollcall/arrived", 0) - 1 &&
-           std::chrono::steady_clock::now() < until) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  };
-  auto abort_all = [&](bool usage, const std::string& reason) {
-    store.set("rollcall/abort", bytes((usage ? "U" : "J") + reason));
-    linger_if_hosting();
-    if (usage) throw UsageError(reason + file_hint);
-    throw JoinError(reason);
-  };
-
-  try {
-    // Note [One user's store]: rank 0 records its user; the others wait for the record (a
-    // stranger's rank started first must not record itself) and leave if it is not theirs.
-    const passwd* pw = ::getpwuid(::getuid());
-    const std::string user = std::string(pw ? pw->pw_name : "?") + " (uid " + std::to_string(::getuid()) + ")";
-    if (r == 0) {
-      store.set("rollcall/user", bytes(user));
-    } else {
-      while (!store.check({"rollcall/user"}) && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-      const std::string owner = store.check({"rollcall/user"}) ? text(store.get("rollcall/user")) : user;
-      if (owner != user) {  // touch nothing more of a stranger's store
-        throw UsageError("the store at " + where(info) + " belongs to a run of user " + owner + ", and you are " + user +
-                         ": another user's job uses this port. Give your ranks a port of your own, e.g. " +
-                         free_port_hint());
-      }
-    }
-    store.add("rollcall/arrived", 1);  // processes, not ranks: two may claim one rank
-    // The world size is checked before the rank is claimed: a claim from a process with the
-    // wrong size could otherwise complete the others' roll call before it is refused.
-    const std::string ws = std::to_string(n);
-    const std::string first_ws = text(store.compareSet("rollcall/world_size", {}, bytes(ws)));
-    if (first_ws != ws) {
-      abort_all(true, "world sizes disagree: " + me + " was started with world size " + ws +
-                          ", the first rank to arrive with world size " + first_ws);
-    }
-    // Each host chooses the default backend from its own GPUs (Note [Choosing the backend]):
-    // a rank on Gloo and one on NCCL would never meet in a collective.
-    const std::string mine = info.backend.value + " (" + info.backend.source + ")";
-    const std::string first_backend = text(store.compareSet("rollcall/backend", {}, bytes(mine)));
-    if (first_backend.substr(0, first_backend.find(' ')) != info.backend.value) {
-      abort_all(true, "backends disagree: " + me + " chose " + mine + ", the first rank to arrive " + first_backend +
-                          ". Give every rank the same --backend");
-    }
-    if (store.add(keys[r], 1) > 1) {
-      abort_all(true, "rank " + std::to_string(r) + " was claimed by two processes (the second is " + me +
-                          "): give every process its own --rank");
-    }
-    while (true) {
-      if (store.check({"rollcall/abort"})) {
-        const std::string reason = text(store.get("rollcall/abort"));
-        store.add("rollcall/abort_seen", 1);
-        linger_if_hosting();
-        if (reason.rfind("U", 0) == 0) throw UsageError("another process stopped the roll call: " + reason.substr(1) + file_hint);
-        throw JoinError(reason.substr(1));
-      }
-      if (store.check(keys)) return;
-      if (std::chrono::steady_clock::now() > deadline) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    auto [present, missing] = present_ranks();
-    if (missing.empty()) return;  // the last one arrived just now
-    abort_all(false, std::string(missing.size() == 1 ? "rank " : "ranks ") + join_ints(missing) + " never joined within " +
-                         seconds(info.timeout_s.value) + " (world size " + ws + "; present: " + join_ints(present) +
-                         "). Start the missing rank(s) with the same " +
-                         (info.file_init() ? "--init " + info.init.value
-                                           : "master address and port (" + where(info) + ")") +
-                         ", or lower --world-size");
-  } catch (const UsageError&) {
-    throw;
-  } catch (const JoinError&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw JoinError("lost the store at " + where(info) +
-                    " during the roll call: " + (info.external_store.value ? "the launcher" : "rank 0") +
-                    ", which hosts it, has exited; its own error says why (" + short_what(e) + ")");
-  }
 }
 
 c10::intrusive_ptr<Backend> make_backend(const c10::intrusive_ptr<c10d::Store>& store, const RankInfo& info) {

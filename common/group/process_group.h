@@ -40,8 +40,8 @@ void check_can_start(const RankInfo& info);
 // launcher); file:// -> FileStore on a shared file system.
 c10::intrusive_ptr<c10d::Store> make_store(const RankInfo& info);
 
-// Step 2: the roll call. Every rank checks in; a rank that never arrives is named, a rank
-// claimed twice or a disagreeing world size stops everyone. See Note [Roll call].
+// Step 2: the roll call (roll_call.cpp). Every rank checks in; a rank that never arrives is
+// named, a rank claimed twice or a disagreeing world size stops everyone. See Note [Roll call].
 void roll_call(c10d::Store& store, const RankInfo& info);
 
 // Step 3: the backend that runs collectives: Gloo on CPU tensors, NCCL on CUDA tensors.

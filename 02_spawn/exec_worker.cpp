@@ -1,4 +1,4 @@
-// provides: 02_spawn's worker side of the store's port, and any program as the worker (step 6b).
+// provides: 02_spawn's worker side of the store's port, and any program as the worker (step 3b).
 #include "02_spawn/exec_worker.h"
 
 #include <poll.h>

@@ -1,5 +1,5 @@
-// defines: receive_port(), the worker's end of the pipe that carries the store's port (step 3
-// of main.cpp), and exec_worker(): step 6b, another program as the worker, given its rank in
+// defines: receive_port(), the worker's end of the pipe that carries the store's port (step 4
+// of main.cpp), and exec_worker(): step 3b, another program as the worker, given its rank in
 // the environment as torchrun gives it. See Note [A program as the workers].
 #pragma once
 #include <string>

@@ -1,24 +1,19 @@
 // 02_spawn: one program starts N workers, gives each its rank, and reports who failed.
 //
 // The lesson: what torch.multiprocessing.spawn and torchrun do for you. The launcher makes a plan
-// (1), forks the workers before LibTorch runs anything (2), hosts the store on a port the OS picks
-// (3), watches the workers (4) and, when one fails, stops the others and reports who failed first
-// and why (5). The worker (6) is chapter 01 with its ranks handed over. The rest lives beside it,
-// each file with its Note: plan.cpp (flags and checks), busy_port.cpp, report.cpp (the table),
-// exec_worker.cpp (any program as the workers), restarts.cpp, links.cpp and faults.cpp.
+// (1) and forks the workers before LibTorch runs anything (2); each child becomes a worker (3),
+// chapter 01 with its rank handed over. Meanwhile the launcher hosts the store on a port the OS
+// picks (4), watches the workers (5) and, when one fails, stops the others and reports who failed
+// first and why (6). What the steps call lives beside this file, each part with its Note.
 //
 // Usage:
 //   ./build-cpu/02_spawn --nnodes 2 --nproc-per-node 2              # two "nodes" simulated on one machine
 //   ./build-cpu/02_spawn --world-size 4 --fail-rank 2 --fail-mode kill   # watch a failure reported
 //   ./build-cpu/02_spawn --world-size 2 -- ./build-cpu/01_join_group     # any program as the workers
-//   ./build-cpu/02_spawn --world-size 2 --fail-rank 1 --max-restarts 1   # fails once, then all start again
-//   ./build-cpu/02_spawn --nnodes 2 --nproc-per-node 2 --link 100mbit    # nodes as hosts (as root)
 //
 // Expected output (--nnodes 2 --nproc-per-node 2; the workers' lines interleave):
 //   [launcher] starting 4 workers (2 node(s) x 2 per node), store on 127.0.0.1:39025 (port chosen by the OS)
 //   [rank 0/4] node 0, local rank 0: Rank 0 has joined the process group!
-//   [rank 2/4] node 1, local rank 0: Rank 2 has joined the process group!
-//   ...
 //   [rank 0/4] check: all-reduce(SUM) of the ranks = 6, n(n-1)/2 = 6: OK
 //   [rank 0/4] all 4 ranks passed the check
 //   [launcher] all 4 workers exited 0 in 0.219s
@@ -46,8 +41,7 @@
 
 namespace {
 using spawn::Plan, spawn::Worker;
-spawn::Outcome run_attempt(const Plan& plan, int attempt);       // steps 2 to 5
-int run_worker(const Worker& w, const Plan& plan, int port_fd);  // step 6
+spawn::Outcome run_attempt(const Plan& plan, int attempt);  // steps 2 to 6, below main
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -56,7 +50,7 @@ int main(int argc, char** argv) {
   ddp::add_common_flags(app, flags);
   Plan plan;
   spawn::add_plan_flags(app, plan);  // --nnodes, --nproc-per-node, --grace, --on-failure, ... (plan.cpp)
-  plan.command = spawn::program_after_dashes(argc, argv);  // 02_spawn ... -- PROGRAM ARGS: see step 6
+  plan.command = spawn::program_after_dashes(argc, argv);  // 02_spawn ... -- PROGRAM ARGS: see step 3
   ddp::parse_flags(app, argc, argv);
   ddp::set_log_identity("launcher");
 
@@ -67,28 +61,26 @@ int main(int argc, char** argv) {
     spawn::make_plan(flags, plan);
     if (flags.explain_env) return spawn::explain_plan(plan), ddp::kExitOk;
     if (!plan.os_port && !plan.links.on() && !plan.base.file_init()) spawn::refuse_busy_port(plan.base);  // Note [A port given by hand]
-    // The signals the launcher watches are delivered to sigtimedwait() in step 4, not to handlers.
+    // The signals step 5 waits for. sigprocmask() blocks them: each stays pending until step 5's
+    // sigtimedwait() takes it, so no handler interrupts the launcher and no worker's end is missed.
     sigemptyset(&plan.watched);
     for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGUSR1, SIGUSR2}) sigaddset(&plan.watched, s);
     sigprocmask(SIG_BLOCK, &plan.watched, &plan.previous);
-    plan.links.start(plan.n_nodes);  // --link: each node a host of its own (root)
-    // Each attempt runs steps 2 to 5; with --max-restarts a failed one starts all again (Note [Restarts]).
+    plan.links.start(plan.n_nodes);  // --link only: one host per node (Note [Nodes on links])
+    // Each attempt runs steps 2 to 6; with --max-restarts a failed one starts all again (Note [Restarts]).
     return spawn::run_with_restarts(plan.max_restarts, plan.world, [&](int attempt) { return run_attempt(plan, attempt); });
   });
 }
 
 namespace {
 
-// Steps 2 to 5: one attempt of the whole world, from fork to report.
-spawn::Outcome run_attempt(const Plan& plan, int attempt) {
-  const ddp::RankInfo& base = plan.base;
-  // 2. Fork the workers before LibTorch computes anything or starts a thread. A child gets
-  //    a copy of the parent's memory but only the thread that called fork(): a lock held by
-  //    any other thread (an OpenMP pool, the store's server) stays locked in the child for
-  //    ever. See the README, "Why fork first". On a restart the last attempt's store is gone,
-  //    its server thread with it (step 3's store lives in this function): one thread again.
-  char dir_template[] = "/tmp/02_spawn_XXXXXX";  // the workers' error files (Note [The root-cause table])
-  const std::string error_dir = ::mkdtemp(dir_template) ? dir_template : throw std::runtime_error("mkdtemp failed");
+int run_worker(const Worker& w, const Plan& plan, int port_fd);  // step 3, below
+
+// 2. Fork the workers before LibTorch computes anything or starts a thread: a child gets only
+//    the thread that called fork(), and a lock another thread held (an OpenMP pool, the store's
+//    server) stays locked in it for ever (README, "Why fork first"). On a restart the last
+//    attempt's store and its thread are gone: one thread again. Each child runs step 3.
+std::vector<Worker> fork_workers(const Plan& plan, int attempt, const std::string& error_dir) {
   std::vector<Worker> workers(plan.world);
   const pid_t launcher = ::getpid();
   std::fflush(nullptr);  // or each child would print the parent's buffered output again
@@ -96,98 +88,33 @@ spawn::Outcome run_attempt(const Plan& plan, int attempt) {
     Worker& w = workers[r];
     w.rank = r, w.node = r / plan.per_node, w.local = r % plan.per_node, w.attempt = attempt;
     w.error_file = error_dir + "/rank" + std::to_string(r) + ".json";
-    int fds[2];
+    int fds[2];  // a pipe: step 4 writes the store's port into fds[1], the worker reads fds[0]
     if (::pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-    w.pid = ::fork();
+    w.pid = ::fork();  // returns twice: the child's pid in the launcher, 0 in the child
     if (w.pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
     if (w.pid == 0) {  // the child
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the launcher (no orphans on a GPU)
+      // prctl: the kernel kills this child when the launcher dies (no orphan keeps a GPU); if
+      // it died before we asked, our parent is already another process: leave.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != launcher) ::_exit(1);
-      // --link: from here on a process of its node's host (Note [Nodes on links]).
+      // --link only: enter the node's namespaces (network, host name): a process of that host.
       if (!plan.links.enter(w.node)) std::perror("02_spawn: could not enter the node's namespaces"), ::_exit(1);
-      sigprocmask(SIG_SETMASK, &plan.previous, nullptr);
-      ::close(fds[1]);
-      for (int k = 0; k < r; ++k) ::close(workers[k].port_fd);  // siblings' pipes
-      ::setenv(ddp::kErrorFileVar, w.error_file.c_str(), 1);
+      sigprocmask(SIG_SETMASK, &plan.previous, nullptr);  // unblock step 1's signals: SIGTERM stops a worker
+      ::close(fds[1]);  // the launcher's end, and the siblings' pipes
+      for (int k = 0; k < r; ++k) ::close(workers[k].port_fd);
+      ::setenv(ddp::kErrorFileVar, w.error_file.c_str(), 1);  // where it writes why it failed (step 6)
       // _exit, not exit: skip static destructors of state copied from the parent.
-      ::_exit(plan.command.empty() ? run_worker(w, plan, fds[0]) : spawn::exec_worker(w, base, plan.per_node, fds[0], plan.command));
+      ::_exit(plan.command.empty() ? run_worker(w, plan, fds[0]) : spawn::exec_worker(w, plan.base, plan.per_node, fds[0], plan.command));
     }
-    ::close(fds[0]);
+    ::close(fds[0]);  // the worker's end
     w.port_fd = fds[1];
   }
-
-  // 3. Host the store. Port 0 asks the OS for a free one; getPort() says which.
-  const double t0 = ddp::monotonic_seconds();
-  c10::intrusive_ptr<c10d::TCPStore> store;
-  int port = 0;
-  if (!base.file_init()) {
-    c10d::TCPStoreOptions so;
-    so.port = plan.os_port ? 0 : static_cast<std::uint16_t>(base.master_port.value);
-    so.isServer = true, so.waitWorkers = false, so.timeout = base.timeout();
-    try {  // with --link the store listens on node 0, as torchrun's agent does on the first node
-      plan.links.on_node0([&] { store = c10::make_intrusive<c10d::TCPStore>(base.master_addr.value, so); });
-      port = store->getPort();
-    } catch (const std::exception& e) {
-      ddp::log_error("could not host the store on port " + std::to_string(so.port) + ": " + ddp::short_what(e) +
-                     (plan.os_port ? "" : " (leave --master-port unset to let the OS choose)"));
-    }
-  }
-  ddp::log("starting " + std::to_string(plan.world) + " workers (" + std::to_string(plan.n_nodes) + " node(s) x " +
-           std::to_string(plan.per_node) + " per node" + spawn::attempt_label(attempt, plan.max_restarts) + "), " +
-           (base.file_init() ? "store " + base.init.value
-                             : "store on " + base.master_addr.value + ":" + std::to_string(port) + (plan.os_port ? " (port chosen by the OS)" : "")));
-  for (Worker& w : workers) {  // without a store (port 0 stays 0) a worker reads nothing and fails, naming the cause
-    if (port != 0 || base.file_init()) (void)!::write(w.port_fd, &port, sizeof(port));
-    ::close(w.port_fd);
-  }
-
-  // 4. Watch. The first worker to fail stops the run: the others get SIGTERM, and SIGKILL
-  //    after --grace seconds. SIGINT/SIGTERM/SIGUSR1/SIGUSR2 sent to the launcher are passed
-  //    on to the workers (a scheduler's preemption signal must reach them).
-  int alive = plan.world, stop_signal = 0;  // stop_signal: a SIGINT/SIGTERM the launcher received and passed on
-  bool stopping = false;
-  double kill_at = INFINITY;
-  auto signal_running = [&](int sig) {
-    for (Worker& w : workers) {
-      if (!w.done) ::kill(w.pid, sig);
-    }
-  };
-  auto stop_all = [&](double t) {
-    if (stopping) return;
-    stopping = true, kill_at = t + plan.grace_s;
-    for (Worker& w : workers) w.stopped_by_launcher = w.stopped_by_launcher || !w.done;
-    signal_running(SIGTERM);
-  };
-  while (alive > 0) {
-    timespec tick{0, 100'000'000};  // wake up at least every 0.1 s, to send SIGKILL in time
-    siginfo_t si{};
-    const int sig = sigtimedwait(&plan.watched, &si, &tick);
-    const double t = ddp::monotonic_seconds();
-    if (sig == SIGINT || sig == SIGTERM || sig == SIGUSR1 || sig == SIGUSR2) {
-      ddp::log(std::string("received ") + strsignal(sig) + ", passing it on to the workers");
-      signal_running(sig);
-      if (sig == SIGINT || sig == SIGTERM) stop_signal = sig, stop_all(t);
-    }
-    int status = 0;
-    for (pid_t pid; (pid = ::waitpid(-1, &status, WNOHANG)) > 0;) {
-      for (Worker& w : workers) {
-        if (w.pid != pid) continue;
-        w.done = true, w.status = status, w.when = t, --alive;
-        if (w.failed() && !stopping && plan.on_failure == "stop") {
-          ddp::log("rank " + std::to_string(w.rank) + " failed (" + spawn::describe_status(w) + "): stopping the others");
-          stop_all(t);
-        }
-      }
-    }
-    if (stopping && t > kill_at) signal_running(SIGKILL);
-  }
-
-  // 5. Report: who failed first, and why (Note [The root-cause table]); the attempt's exit code.
-  return spawn::report(workers, error_dir, t0, stop_signal, port != 0 || base.file_init());
+  return workers;
 }
 
-// 6. The worker: everything chapter 01 did, but its rank comes from the launcher. (Or any
-//    program, given its rank in the environment as torchrun does: Note [A program as the workers].)
+// 3. The worker, in each child: everything chapter 01 did, but its rank comes from the launcher.
+//    (Or any program, given its rank in the environment as torchrun does: Note [A program as
+//    the workers].) It waits for the store's port, which the launcher sends in step 4.
 int run_worker(const Worker& w, const Plan& plan, int port_fd) {
   ddp::RankInfo info = plan.base;
   const std::string who = "assigned by 02_spawn";
@@ -204,10 +131,85 @@ int run_worker(const Worker& w, const Plan& plan, int port_fd) {
     ddp::log("node " + std::to_string(w.node) + host + ", local rank " + std::to_string(w.local) + ": Rank " +
              std::to_string(w.rank) + " has joined the process group!");
     ddp::FlightRecorder recorder(g);  // the survivors of a fault name the rank gone or behind: Note [Flight recorder]
-    if (const auto code = spawn::inject_fault(plan.fault, g, w.attempt)) return *code;  // Note [Faults on purpose]
+    if (const auto code = spawn::inject_fault(plan.fault, g, w.attempt)) return *code;  // --fail-rank: Note [Faults on purpose]
     ddp::check_sum_of_ranks(g);
     return ddp::kExitOk;
   });
+}
+
+// One attempt of the whole world, steps 2 to 6, from fork to report.
+spawn::Outcome run_attempt(const Plan& plan, int attempt) {
+  const ddp::RankInfo& base = plan.base;
+  char dir_template[] = "/tmp/02_spawn_XXXXXX";  // a fresh folder for the workers' error files (step 6)
+  const std::string error_dir = ::mkdtemp(dir_template) ? dir_template : throw std::runtime_error("mkdtemp failed");
+  std::vector<Worker> workers = fork_workers(plan, attempt, error_dir);  // steps 2 and 3
+
+  // 4. Host the store. Port 0 asks the OS for a free one; getPort() says which.
+  const double t0 = ddp::monotonic_seconds();
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  int port = 0;
+  if (!base.file_init()) {
+    c10d::TCPStoreOptions so;
+    so.port = plan.os_port ? 0 : static_cast<std::uint16_t>(base.master_port.value);
+    so.isServer = true, so.waitWorkers = false, so.timeout = base.timeout();
+    try {  // with --link the store listens on node 0, as torchrun's agent does on the first node
+      plan.links.on_node0([&] { store = c10::make_intrusive<c10d::TCPStore>(base.master_addr.value, so); });
+      port = store->getPort();
+    } catch (const std::exception& e) {
+      ddp::log_error("could not host the store on port " + std::to_string(so.port) + ": " + ddp::short_what(e) +
+                     (plan.os_port ? "" : " (leave --master-port unset to let the OS choose)"));
+    }
+  }
+  spawn::log_start(plan, attempt, port);  // "starting 4 workers (...), store on 127.0.0.1:<port> ..."
+  // Each worker's port through its pipe; without a store (port 0) a closed pipe: the worker fails, saying so.
+  for (Worker& w : workers) {
+    if (port != 0 || base.file_init()) (void)!::write(w.port_fd, &port, sizeof(port));
+    ::close(w.port_fd);
+  }
+
+  // 5. Watch. The first worker to fail stops the run: the others get SIGTERM, and SIGKILL
+  //    after --grace seconds. SIGINT/SIGTERM/SIGUSR1/SIGUSR2 sent to the launcher are passed
+  //    on to the workers (a scheduler's preemption signal must reach them).
+  int alive = plan.world, stop_signal = 0;  // stop_signal: a SIGINT/SIGTERM the launcher received and passed on
+  bool stopping = false;
+  double kill_at = INFINITY;
+  auto signal_running = [&](int sig) {  // kill() sends any signal, not only SIGKILL
+    for (Worker& w : workers) if (!w.done) ::kill(w.pid, sig);
+  };
+  auto stop_all = [&](double t) {
+    if (stopping) return;
+    stopping = true, kill_at = t + plan.grace_s;
+    for (Worker& w : workers) w.stopped_by_launcher = w.stopped_by_launcher || !w.done;
+    signal_running(SIGTERM);
+  };
+  while (alive > 0) {
+    // Takes one pending signal of step 1's set (SIGCHLD: a worker ended), or none after `tick`:
+    timespec tick{0, 100'000'000};  // wake up at least every 0.1 s, to send SIGKILL in time
+    siginfo_t si{};
+    const int sig = sigtimedwait(&plan.watched, &si, &tick);
+    const double t = ddp::monotonic_seconds();
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGUSR1 || sig == SIGUSR2) {
+      ddp::log(std::string("received ") + strsignal(sig) + ", passing it on to the workers");
+      signal_running(sig);
+      if (sig == SIGINT || sig == SIGTERM) stop_signal = sig, stop_all(t);
+    }
+    // waitpid(-1, WNOHANG) collects every ended child without blocking: one SIGCHLD may stand for several.
+    int status = 0;
+    for (pid_t pid; (pid = ::waitpid(-1, &status, WNOHANG)) > 0;) {
+      for (Worker& w : workers) {
+        if (w.pid != pid) continue;
+        w.done = true, w.status = status, w.when = t, --alive;
+        if (w.failed() && !stopping && plan.on_failure == "stop") {
+          ddp::log("rank " + std::to_string(w.rank) + " failed (" + spawn::describe_status(w) + "): stopping the others");
+          stop_all(t);
+        }
+      }
+    }
+    if (stopping && t > kill_at) signal_running(SIGKILL);
+  }
+
+  // 6. Report: who failed first, and why (Note [The root-cause table]); the attempt's exit code.
+  return spawn::report(workers, error_dir, t0, stop_signal, port != 0 || base.file_init());
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "02_spawn/restarts.h"
 #include "common/basics/errors.h"
+#include "common/basics/log.h"
 
 namespace spawn {
 
@@ -72,6 +73,14 @@ void explain_plan(const Plan& plan) {
               plan.per_node, plan.world, base.master_addr.value.c_str(),
               plan.os_port ? "<port chosen by the OS>" : std::to_string(base.master_port.value).c_str());
   for (int r = 0; r < plan.world; ++r) std::printf("    rank %d: node %d, local rank %d\n", r, r / plan.per_node, r % plan.per_node);
+}
+
+void log_start(const Plan& plan, int attempt, int port) {
+  const ddp::RankInfo& base = plan.base;
+  ddp::log("starting " + std::to_string(plan.world) + " workers (" + std::to_string(plan.n_nodes) + " node(s) x " +
+           std::to_string(plan.per_node) + " per node" + attempt_label(attempt, plan.max_restarts) + "), " +
+           (base.file_init() ? "store " + base.init.value
+                             : "store on " + base.master_addr.value + ":" + std::to_string(port) + (plan.os_port ? " (port chosen by the OS)" : "")));
 }
 
 }  // namespace spawn

@@ -25,7 +25,7 @@ struct Plan {
   Fault fault;                       // Note [Faults on purpose]
   int max_restarts = 0;              // Note [Restarts]
   Links links;                       // Note [Nodes on links]
-  sigset_t watched, previous;        // the signals step 4 waits for; the mask the workers get back
+  sigset_t watched, previous;        // the signals step 5 waits for; the mask the workers get back
 };
 
 // Adds 02_spawn's own flags to `app`, bound to `plan`: --nnodes, --nproc-per-node, the faults',
@@ -38,5 +38,8 @@ std::vector<std::string> program_after_dashes(int& argc, char** argv);
 void make_plan(const ddp::CommonFlags& flags, Plan& plan);
 // What --explain-env prints: every value with its source, and each rank's node and local rank.
 void explain_plan(const Plan& plan);
+// The launcher's first line of an attempt, once its store listens on `port` (step 4 of main.cpp):
+// how many workers on how many nodes, which attempt, and where the store is.
+void log_start(const Plan& plan, int attempt, int port);
 
 }  // namespace spawn

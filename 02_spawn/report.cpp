@@ -18,7 +18,7 @@ namespace spawn {
 // Each failed worker left its cause in its error file (TORCHELASTIC_ERROR_FILE, torchrun's
 // convention: common/launch/error_file.cpp); a worker that died by a signal could not. The first
 // failure is the earliest time a worker recorded or was reaped; workers the launcher stopped
-// itself (SIGTERM or SIGKILL from step 4) are consequences, not causes, and are not counted.
+// itself (SIGTERM or SIGKILL from step 5) are consequences, not causes, and are not counted.
 // The table has a row per rank: node, local rank, pid, time since the start, exit code or
 // signal, and the cause, of any length (a flight recorder's are long). The launcher exits with
 // the first failure's exit code, 128 + N for a signal N as a shell does, so that a script or a

@@ -1,4 +1,4 @@
-// defines: Worker, what 02_spawn knows of each worker, and report(): step 5, the root-cause
+// defines: Worker, what 02_spawn knows of each worker, and report(): step 6, the root-cause
 // table of who failed first and why. See Note [The root-cause table].
 #pragma once
 #include <sys/types.h>
@@ -30,7 +30,7 @@ struct Worker {
 // "exit 3", "signal 9 (Killed)", "signal 15 (Terminated), stopped by launcher".
 std::string describe_status(const Worker& w);
 
-// Step 5: reads each worker's error file (in `error_dir`, then removed), prints the outcome (all
+// Step 6: reads each worker's error file (in `error_dir`, then removed), prints the outcome (all
 // passed, preempted, or the table with the first failure marked) and returns the attempt's exit
 // code. `t0`: when the attempt started; `stop_signal`: a SIGINT/SIGTERM the launcher received
 // and passed on (0: none); `store_ok`: false when the launcher could not host the store.

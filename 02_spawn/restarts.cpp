@@ -8,7 +8,7 @@ namespace spawn {
 
 // Note [Restarts]
 // ~~~~~~~~~~~~~~~
-// torchrun's --max-restarts: when an attempt fails, all its workers have been stopped (step 4
+// torchrun's --max-restarts: when an attempt fails, all its workers have been stopped (step 5
 // of main.cpp); start them all again, with a fresh store, up to N times. There is no partial
 // restart: the survivors' group lost a member and cannot go on (Gloo and NCCL groups have a
 // fixed membership). The workers learn the attempt from TORCHELASTIC_RESTART_COUNT; a trainer

@@ -162,9 +162,11 @@ namespace ch03 {
 // then rank r holds chunk r+1 summed over all ranks. All-gather: n-1 more steps pass the summed
 // chunks on around the ring, each one received in place. A rank sends 2(n-1) chunks of about
 // 1/n of the tensor each: 2(n-1)/n of it, nearly twice the tensor however many ranks there are,
-// which is why the ring is the bandwidth-optimal all-reduce (the beta term of the model in
-// bench/alpha_beta.h). c10d's Gloo all-reduce is a ring too, one that pipelines segments of at
-// most 1 MiB, adding one while the next is on the wire; ours waits for each whole chunk.
+// which is why the ring is the bandwidth-optimal all-reduce: in the alpha-beta model
+// (bench/alpha_beta.h), where a message of b bytes costs alpha + b*beta (alpha a fixed latency
+// per message, beta the time per byte), it has the smallest beta term, and pays alpha 2(n-1)
+// times. c10d's Gloo all-reduce is a ring too, one that pipelines segments of at most 1 MiB,
+// adding one while the next is on the wire; ours waits for each whole chunk.
 
 // Sums `t` over the ranks, in place on every rank (what c10d's allreduce SUM does); returns
 // the bytes this rank sent.

@@ -19,7 +19,8 @@ namespace ddp {
 // (Rajbhandari et al., 2020) notices that the update of a parameter needs only that parameter's
 // state, and that only one rank needs to compute it. So each parameter is given an owner; the
 // owner alone keeps its state and steps it, and then sends the new values to the other ranks.
-// The state per rank falls to about 1/world; the gradients are still all-reduced (DDP is
+// The state per rank falls towards 1/world (only as far as whole tensors allow: zero.md's table
+// shows how far from it the course's models stay); the gradients are still all-reduced (DDP is
 // unchanged) and every rank still holds every parameter (stages 2 and 3 shard those too).
 //
 // This is torch.distributed.optim.ZeroRedundancyOptimizer (parameters_as_bucket_view=False,

@@ -4,16 +4,19 @@
 # time: 10 min
 # build: 05_ddp 02_spawn
 # proves: the number you wrote down, worked out from the BatchNorm CNN's layer shapes and the
-#         greedy partition by size, is the bytes of optimizer state that rank 3 of a real --zero
-#         run at 4 ranks holds (its "ZeRO-1: optimizer state on this rank" line).
+#         greedy partition by size (a tie to the lowest rank), is the bytes of optimizer state that
+#         rank 3 of a real --zero run at 5 ranks holds (its "ZeRO-1: optimizer state on this rank"
+#         line). 5 ranks: the pages show the CNN's shares at 2, 3 and 4 ranks, from which the
+#         BatchNorm CNN's at those sizes follow by adding its 192 floats.
 source "$(dirname "$0")/lib.sh"
 read_answer 05.7
-run 120 "$WORK/zero.log" 05_ddp --nproc-per-node 4 --model cnn_bn --zero --synthetic --train-samples 512 --max-steps 2 \
+run 120 "$WORK/zero.log" 05_ddp --nproc-per-node 5 --model cnn_bn --zero --synthetic --train-samples 512 --max-steps 2 \
   --test-samples 64 --expect-accuracy 0 --out "$WORK/zero" --reset ||
   fail "05_ddp failed: $(tail -n 3 "$WORK/zero.log")"
-line=$(last_match '^\[rank 3/4\] ZeRO-1: optimizer state on this rank' "$WORK/zero.log")
+line=$(last_match '^\[rank 3/5\] ZeRO-1: optimizer state on this rank' "$WORK/zero.log")
 truth=$(echo "$line" | sed -n 's/.*on this rank \([0-9]*\) bytes of \([0-9]*\) (1\/world = \([0-9]*\).*/\1/p')
 [ -n "$truth" ] || fail "05_ddp printed no ZeRO-1 line for rank 3: $(tail -n 3 "$WORK/zero.log")"
 [ "$ANSWER" = "$truth" ] ||
-  fail "you wrote '$ANSWER'; write the bytes of optimizer state (SGD's momentum, float32) that rank 3 holds at 4 ranks"
-pass "rank 3 holds $truth bytes of optimizer state: $(echo "$line" | sed 's/.*bytes of //')"
+  fail "you wrote '$ANSWER'; write the bytes of optimizer state (SGD's momentum, float32) that rank 3 holds at 5 ranks"
+split=$(last_match '^\[rank 0/5\] ZeRO-1: .* elements per rank' "$WORK/zero.log" | sed -n 's/.*elements per rank \([0-9 |]*\) (.*/\1/p')
+pass "rank 3 holds $truth bytes of optimizer state, of $(echo "$line" | sed 's/.*bytes of //'); elements per rank ${split% }: whole tensors, largest first, each to the rank holding fewest (a tie to the lowest), so the three largest take a rank each and the small ones share the last two"

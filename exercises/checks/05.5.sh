@@ -16,4 +16,4 @@ truth=$(echo "$line" | sed -n 's/.*aux\.weight unused here in \([0-9]*\) step(s)
 [ -n "$truth" ] || fail "05_ddp printed no line about aux.weight: $(tail -n 3 "$WORK/branch.log")"
 [ "$ANSWER" = "$truth" ] ||
   fail "you wrote '$ANSWER'; write two numbers for aux.weight: the steps it was unused on rank 0, then on every rank"
-pass "aux.weight: unused on rank 0 in ${truth% *} step(s), on all four ranks in ${truth#* }"
+pass "aux.weight: unused on rank 0 in ${truth% *} step(s), on all four ranks in ${truth#* }. Only a step where every rank skipped the head leaves .grad() untouched (nothing to average: DDP marks it unused everywhere); where rank 0 alone skipped it, the bucket still carries the other ranks' gradients, and rank 0's .grad() gets their sum divided by 4 (Note [Unused parameters])"

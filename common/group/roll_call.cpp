@@ -18,8 +18,7 @@ namespace ddp {
 // processes that claim one rank (the counter reaches 2), and the first rank to arrive records
 // the world size so that a process started with another one is refused. Whoever detects such a
 // conflict writes rollcall/abort, so that every other rank stops too instead of waiting.
-// Those refusals, and a store that belongs to another user (Note [One user's store]), are
-// written out beside this file, in roll_call_errors.cpp: here is the roll call itself.
+// Those refusals and a store of another user (Note [One user's store]) are in roll_call_errors.cpp.
 void roll_call(c10d::Store& store, const RankInfo& info) {
   const auto deadline = std::chrono::steady_clock::now() + info.timeout();
   std::vector<std::string> everyone;  // rollcall/rank/0 ... rollcall/rank/<n-1>
@@ -30,9 +29,7 @@ void roll_call(c10d::Store& store, const RankInfo& info) {
     refuse_disagreements(store, info);                // another world size or backend stops everyone
     // Check in: add() counts atomically in the store, so a 2 means another process has this rank.
     if (store.add(roll_call_key(info.rank.value), 1) > 1) refuse_double_claim(store, info);
-    // Wait for the others, polling: stop when all have checked in, or when another rank stopped
-    // the roll call, or at the deadline.
-    while (true) {
+    while (true) {  // wait for the others: all checked in, or one stopped the roll call, or the deadline
       stop_if_another_rank_stopped(store, info);
       if (store.check(everyone)) return;
       if (std::chrono::steady_clock::now() > deadline) break;

@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   return ddp::guarded_main([&] {
     if (o.nproc_per_node) return ddp::relaunch_with_02_spawn(argc, argv, *o.nproc_per_node, flags, o);
     ddp::make_reproducible(o.deterministic == "on");  // before CUDA starts: Note [Reproducible GPU runs]
-    ddp::listen_for_preemption(o);  // Preemption is chapter 06's lesson: see common/slurm/preemption.h
+    ddp::listen_for_preemption(o.requeue_signal);  // Preemption is chapter 06's lesson: common/slurm/preemption.h
 
     // 1. Join the group (chapter 01); each rank also keeps its own log file in the run's folder.
     std::optional<ddp::Group> joined = ddp::join_or_explain(flags);

@@ -26,9 +26,6 @@
 
 namespace ddp {
 
-// main.cpp's call, forwarded to chapter 06's function (common/slurm/preemption.h), which takes the name.
-inline int listen_for_preemption(const TrainerOptions& o) { return listen_for_preemption(o.requeue_signal); }
-
 class RunExtras {
  public:
   // Checks the fault flags (UsageError), starts the flight recorder and --trace, opens the sample

@@ -113,8 +113,8 @@ PowerSgd::PowerSgd(Group& group, const PowerSgdOptions& o, const std::vector<tor
                      ": above 2 PowerSGD orthogonalises with torch.linalg.qr, and this LibTorch was built without LAPACK; "
                      "use --powersgd-rank 1 or 2 (Gram-Schmidt)");
   }
-  log0("PowerSGD: rank " + std::to_string(o_.rank) + ", plain all-reduces for the first " + std::to_string(o_.start_iter) +
-       " steps (--powersgd-start-iter), error feedback and warm start on (Note [PowerSGD])");
+  log0("PowerSGD: approximation rank " + std::to_string(o_.rank) + " (--powersgd-rank), plain all-reduces for the first " +
+       std::to_string(o_.start_iter) + " steps (--powersgd-start-iter), error feedback and warm start on (Note [PowerSGD])");
 }
 
 int64_t PowerSgd::seed() {

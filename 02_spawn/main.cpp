@@ -55,9 +55,8 @@ int main(int argc, char** argv) {
   ddp::set_log_identity("launcher");
 
   return ddp::guarded_main([&] {
-    // 1. The plan: --nnodes N x --nproc-per-node P workers (or --world-size); worker r runs on
-    //    node r / P as its local rank r % P. plan.cpp refuses what cannot run, and resolves what
-    //    every worker starts from (plan.base: backend, store address, timeout).
+    // 1. The plan: --nnodes N x --nproc-per-node P workers; worker r runs on node r / P as local
+    //    rank r % P. plan.cpp refuses what cannot run; plan.base is what every worker starts from.
     spawn::make_plan(flags, plan);
     if (flags.explain_env) return spawn::explain_plan(plan), ddp::kExitOk;
     if (!plan.os_port && !plan.links.on() && !plan.base.file_init()) spawn::refuse_busy_port(plan.base);  // Note [A port given by hand]
@@ -78,7 +77,7 @@ int run_worker(const Worker& w, const Plan& plan, int port_fd);  // step 3, belo
 
 // 2. Fork the workers before LibTorch computes anything or starts a thread: a child gets only
 //    the thread that called fork(), and a lock another thread held (an OpenMP pool, the store's
-//    server) stays locked in it for ever (README, "Why fork first"). On a restart the last
+//    server) stays locked in it for ever (README, "Fork first"). On a restart the last
 //    attempt's store and its thread are gone: one thread again. Each child runs step 3.
 std::vector<Worker> fork_workers(const Plan& plan, int attempt, const std::string& error_dir) {
   std::vector<Worker> workers(plan.world);
@@ -100,7 +99,9 @@ std::vector<Worker> fork_workers(const Plan& plan, int attempt, const std::strin
       // --link only: enter the node's namespaces (network, host name): a process of that host.
       if (!plan.links.enter(w.node)) std::perror("02_spawn: could not enter the node's namespaces"), ::_exit(1);
       sigprocmask(SIG_SETMASK, &plan.previous, nullptr);  // unblock step 1's signals: SIGTERM stops a worker
-      ::close(fds[1]);  // the launcher's end, and the siblings' pipes
+      // A pipe reports its end only once every writer closed it: keep no write end, neither ours
+      // nor the siblings', so that a launcher that dies or sends nothing ends a worker's wait at once.
+      ::close(fds[1]);
       for (int k = 0; k < r; ++k) ::close(workers[k].port_fd);
       ::setenv(ddp::kErrorFileVar, w.error_file.c_str(), 1);  // where it writes why it failed (step 6)
       // _exit, not exit: skip static destructors of state copied from the parent.

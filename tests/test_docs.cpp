@@ -443,7 +443,7 @@ TEST(Readme, FiguresAreMaskedOnlyWhereTheKernelsDiffer) {
   EXPECT_EQ(by_process(lines).at("[rank 0/2]")[3].masked, "[rank 0/2] params fingerprint 0d4f5d72408c6553 (bit-identical runs print the same)");
 }
 
-// The job logs of 06_slurm/README.md, from sbatch under a real Slurm (label slurm).
+// The job logs of the pages (docs/slurm.md), from sbatch under a real Slurm (label slurm).
 TEST(Slurm, ReadmeJobLogsMatchRealJobs) {
   if (const std::string why = skip_reason(); !why.empty()) GTEST_SKIP() << why;
   if (const std::string why = slurm_skip_reason(); !why.empty()) GTEST_SKIP() << why;

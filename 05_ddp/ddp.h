@@ -34,8 +34,11 @@ std::vector<std::vector<size_t>> assign_buckets(const std::vector<size_t>& order
 
 // A bucket's reduction in flight: the collective to wait for (none: `work.work` is null) and
 // what turns its result into the bucket's average once it is done (nothing, for a plain sum).
+// issue(group, ...) starts a collective and returns at once with a Pending: c10d's Work (the
+// handle chapter 03's send and recv returned), numbered by the flight recorder, which names a
+// rank when one fails; wait(group, pending) blocks until it is done (flight_recorder.h).
 struct Reduction {
-  Pending work;  // issue()/wait(): common/observe/flight_recorder.h
+  Pending work;
   std::function<void()> finish;
 };
 

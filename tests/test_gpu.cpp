@@ -108,7 +108,7 @@ TEST(Gpu, MoreRanksThanGpusTrainOnGlooAndSayWhy) {
 }
 
 // The CNN is where cuDNN would choose non-deterministic kernels: two runs, and a run killed
-// after step 35 and resumed from its checkpoint of step 30, all end with the same parameters.
+// after step 36 and resumed from its checkpoint of step 30, all end with the same parameters.
 TEST(Gpu, CnnRunsAreBitIdenticalAlsoAfterAKillAndAResume) {
   SKIP_WITHOUT_GPU();
   const int n = gpu_count();
@@ -118,7 +118,7 @@ TEST(Gpu, CnnRunsAreBitIdenticalAlsoAfterAKillAndAResume) {
   expect_passed(first, "first CNN run", 2);
   auto second = run_one(on_gpus(trainer(n, b, run)), 300);
   expect_passed(second, "second CNN run", 2);
-  auto killed = run_one(on_gpus(trainer(n, c, plus(run, {"--kill-rank", "0", "--kill-at-step", "35"}))), 300);
+  auto killed = run_one(on_gpus(trainer(n, c, plus(run, {"--kill-rank", "0", "--kill-at-step", "36"}))), 300);
   EXPECT_NE(killed.exit_code, 0) << killed.output;
   EXPECT_NE(killed.output.find("rank 0 failed (signal 9"), std::string::npos) << killed.output;
   auto resumed = run_one(on_gpus(trainer(n, c, run)), 300);

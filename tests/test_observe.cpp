@@ -157,14 +157,14 @@ ProcResult faulty_trainer(const std::vector<std::string>& fault, const std::stri
 
 TEST(Faults, AKilledRankIsNamedGoneByTheSurvivorAndItsTraceKeepsItsSteps) {
   const std::string dir = temp_dir();
-  const ProcResult r = faulty_trainer({"--kill-rank", "1", "--kill-at-step", "3", "--trace", dir + "/t.json"}, "20");
+  const ProcResult r = faulty_trainer({"--kill-rank", "1", "--kill-at-step", "4", "--trace", dir + "/t.json"}, "20");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_FALSE(r.timed_out);
-  EXPECT_NE(r.output.find("[rank 1/2] fault injection: SIGKILL after step 3"), std::string::npos) << tail(r.output);
+  EXPECT_NE(r.output.find("[rank 1/2] fault injection: SIGKILL after step 4"), std::string::npos) << tail(r.output);
   EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\[rank 0/2\] flight recorder: rank 1 \(host [^,]+, pid [0-9]+\) is gone)")))
       << tail(r.output);
   // Nobody merged (the run failed); the killed rank's file, without its closing "]", still
-  // holds steps 0-3 and merges with the survivor's.
+  // holds steps 1-4 and merges with the survivor's.
   const ProcResult merge = run_one({{"trace_merge", "-o", dir + "/t.json", dir + "/t.rank0.json", dir + "/t.rank1.json"}}, 30);
   ASSERT_EQ(merge.exit_code, 0) << merge.output;
   EXPECT_EQ(count_events(events(dir + "/t.json"), "optimizer", 1), 4);
@@ -177,12 +177,12 @@ TEST(Faults, AStragglerPastTheTimeoutIsNamedBehindAtTheCollectiveTheOthersWaitIn
   EXPECT_NE(r.exit_code, 0);
   EXPECT_FALSE(r.timed_out);
   EXPECT_TRUE(std::regex_search(
-      r.output, std::regex(R"(\[rank 0/2\] flight recorder: rank 1 is behind: it has not started #3 \(all-reduce bucket0 .*step 0\)\))")))
+      r.output, std::regex(R"(\[rank 0/2\] flight recorder: rank 1 is behind: it has not started #3 \(all-reduce bucket0 .*step 1\)\))")))
       << tail(r.output);
 }
 
 TEST(Faults, ARankThatSkipsAnAllReduceIsNamedByItselfOrBySurvivors) {
-  const ProcResult r = faulty_trainer({"--skip-rank", "1", "--skip-at-step", "4"}, "5");
+  const ProcResult r = faulty_trainer({"--skip-rank", "1", "--skip-at-step", "5"}, "5");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_FALSE(r.timed_out);
   EXPECT_NE(r.output.find("[rank 1/2] fault injection (--skip-rank): not starting the all-reduce of bucket0"), std::string::npos);

@@ -202,13 +202,13 @@ TEST(RunFolder, ALiveRunsFolderIsRefusedAndUntouchedThenTakenOverOnceItDies) {
   std::system(("rm -rf " + dir).c_str());
 }
 
-// The restart of 02_spawn --max-restarts: rank 0 kills itself (SIGKILL) after step 12, so its
+// The restart of 02_spawn --max-restarts: rank 0 kills itself (SIGKILL) after step 13, so its
 // record stays in run.lock; the launcher restarts both ranks, and the new rank 0 takes the folder
 // over from the dead one and finishes.
 TEST(RunFolder, ARestartedRankZeroTakesOverTheFolderOfTheAttemptThatDied) {
   const std::string dir = temp_dir(), out = dir + "/r";
   const ProcResult r = trainer(2, plus(small_run(out), {"--max-steps", "20", "--ckpt-every", "5", "--max-restarts", "1",
-                                                        "--kill-rank", "0", "--kill-at-step", "12"}));
+                                                        "--kill-rank", "0", "--kill-at-step", "13"}));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("attempt 1 failed"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[rank 0/2] took over " + out + " from the run of pid "), std::string::npos) << r.output;

@@ -201,7 +201,7 @@ INSTANTIATE_TEST_SUITE_P(
                       TrainerParity{"MlpBranchFindUnusedParameters", "mlp_branch", {"--max-steps", "40", "--find-unused-parameters"}},
                       TrainerParity{"MlpBranchFindUnusedParameters3Ranks", "mlp_branch",
                                     {"--max-steps", "40", "--find-unused-parameters"}, "0", 3},
-                      // PyTorch's powerSGD_hook (Note [PowerSGD]), compressing from step 3: bit for
+                      // PyTorch's powerSGD_hook (Note [PowerSGD]), compressing from step 4: bit for
                       // bit, Gram-Schmidt at rank 1 and linalg.qr at rank 4, one bucket (MLP) and two (CNN).
                       TrainerParity{"MlpPowerSgd", "mlp", {"--max-steps", "20", "--comm-hook", "powersgd", "--powersgd-start-iter", "3"}},
                       TrainerParity{"MlpPowerSgd3Ranks", "mlp",
@@ -444,14 +444,14 @@ TEST(Trainer, PowerSgdAllReducesTheBytesOfItsFormula) {
     }
     return 4 * floats;
   };
-  EXPECT_EQ(formula("mlp", 1), 12432);  // the sum exercise 05.8 asks for
+  EXPECT_EQ(formula("mlp", 1), 12432);  // the figure going_further/powersgd.md prints
   const std::string dir = temp_dir();
   for (const auto& [model, rank] : std::vector<std::pair<std::string, int64_t>>{{"mlp", 1}, {"mlp", 4}, {"cnn", 1}, {"cnn", 4}}) {
     auto r = trainer(2, plus(small_run(dir + "/" + model + std::to_string(rank)),
                              {"--model", model, "--max-steps", "3", "--comm-hook", "powersgd", "--powersgd-start-iter", "2",
                               "--powersgd-rank", std::to_string(rank)}));
     expect_ok(r);
-    std::regex line("\\[rank (\\d)/2\\] PowerSGD from step 2: this rank all-reduces (\\d+) bytes of gradients per step .* instead of (\\d+)");
+    std::regex line("\\[rank (\\d)/2\\] PowerSGD from step 3: this rank all-reduces (\\d+) bytes of gradients per step .* instead of (\\d+)");
     std::set<std::string> ranks;
     for (std::sregex_iterator it(r.output.begin(), r.output.end(), line), end; it != end; ++it) {
       ranks.insert((*it)[1]);
@@ -503,9 +503,9 @@ TEST(Trainer, KilledAndResumedEndsBitIdenticalToAnUninterruptedRun) {
   const std::vector<std::string> run = {"--max-steps", "45", "--ckpt-every", "5", "--keep", "2"};
   auto whole = trainer(2, plus(small_run(a), run));
   expect_ok(whole);
-  // Rank 1 kills itself (SIGKILL) after step index 36: the checkpoint of step 35 is the latest,
+  // Rank 1 kills itself (SIGKILL) after step 37: the checkpoint of step 35 is the latest,
   // in the middle of the second epoch (32 steps per epoch).
-  auto killed = trainer(2, plus(small_run(b), plus(run, {"--kill-rank", "1", "--kill-at-step", "36"})));
+  auto killed = trainer(2, plus(small_run(b), plus(run, {"--kill-rank", "1", "--kill-at-step", "37"})));
   EXPECT_NE(killed.exit_code, 0) << killed.output;
   EXPECT_NE(killed.output.find("rank 1 failed (signal 9"), std::string::npos) << killed.output;
   auto resumed = trainer(2, plus(small_run(b), run));
@@ -518,7 +518,7 @@ TEST(Trainer, KilledAndResumedEndsBitIdenticalToAnUninterruptedRun) {
   // does not fire again (TORCHELASTIC_RESTART_COUNT=1), and the run ends as the uninterrupted one.
   const std::string c = temp_dir();
   // --reset too: it starts the first attempt over, and must not throw away what the restart resumes.
-  auto restarted = trainer(2, plus(small_run(c), plus(run, {"--kill-rank", "1", "--kill-at-step", "36", "--max-restarts", "1", "--reset"})));
+  auto restarted = trainer(2, plus(small_run(c), plus(run, {"--kill-rank", "1", "--kill-at-step", "37", "--max-restarts", "1", "--reset"})));
   expect_finished_after_a_restart(restarted);
   EXPECT_NE(restarted.output.find("rank 1 failed (signal 9"), std::string::npos) << restarted.output;
   EXPECT_NE(restarted.output.find("attempt 1 failed (exit 137): restarting all 2 workers (restart 1 of 1)"), std::string::npos)
@@ -561,8 +561,8 @@ TEST(Trainer, AResumeAtAnotherWorldSizeKeepsTheGlobalBatchAndSeesEachImageOnce) 
   auto whole = trainer(2, plus(run, {"--out", a, "--save-params", a + "/final.pt"}));
   expect_ok(whole);
   EXPECT_NE(whole.output.find("global batch 64 = 2 ranks x 32 images x 1 micro-batch(es)"), std::string::npos) << whole.output;
-  // 32 steps per epoch; rank 1 dies after step index 22: the checkpoint of step 20 is the latest.
-  auto killed = trainer(2, plus(run, {"--out", b, "--record-samples", b + "/killed", "--kill-rank", "1", "--kill-at-step", "22"}));
+  // 32 steps per epoch; rank 1 dies after step 23: the checkpoint of step 20 is the latest.
+  auto killed = trainer(2, plus(run, {"--out", b, "--record-samples", b + "/killed", "--kill-rank", "1", "--kill-at-step", "23"}));
   EXPECT_NE(killed.exit_code, 0) << killed.output;
   const std::string ckpt20 = read_text(b + "/checkpoints/ckpt-000000020.pt");
   ASSERT_FALSE(ckpt20.empty());
@@ -681,9 +681,9 @@ TEST(Trainer, ZeroCheckpointsResumeAtAnotherWorldSizeWithOrWithoutZero) {
                                         "--log-every", "10", "--timeout", "20", "--max-steps", "40", "--ckpt-every", "5",
                                         "--optimizer", "adamw", "--lr", "1e-3", "--weight-decay", "0.01"};
   const auto with_zero = [](std::vector<std::string> args, bool zero) { return zero ? plus(args, {"--zero"}) : args; };
-  // The checkpoint of step 20, written with and without --zero (rank 1 dies after step index 22).
+  // The checkpoint of step 20, written with and without --zero (rank 1 dies after step 23).
   for (const std::string written : {"zero", "plain"}) {
-    auto killed = trainer(2, plus(with_zero(run, written == "zero"), {"--out", base + "/" + written, "--kill-rank", "1", "--kill-at-step", "22"}));
+    auto killed = trainer(2, plus(with_zero(run, written == "zero"), {"--out", base + "/" + written, "--kill-rank", "1", "--kill-at-step", "23"}));
     EXPECT_NE(killed.exit_code, 0) << killed.output;
     ASSERT_FALSE(read_text(base + "/" + written + "/checkpoints/ckpt-000000020.pt").empty()) << killed.output;
     std::system(("cp -r " + base + "/" + written + " " + base + "/" + written + "-other").c_str());
@@ -1095,7 +1095,7 @@ TEST(Trainer, RealTorchrunRestartsAKilledRankAndTheRunEndsAsIfUninterrupted) {
   expect_ok(whole);
   ProcSpec s{plus({DDP_TORCHRUN_PYTHON, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", std::to_string(free_port()),
                    "--max-restarts", "2", "--monitor-interval", "0.2", "--no-python", bin("05_ddp")},
-                  plus(small_run(b), plus(run, {"--kill-rank", "1", "--kill-at-step", "36"})))};
+                  plus(small_run(b), plus(run, {"--kill-rank", "1", "--kill-at-step", "37"})))};
   auto r = run_one(s, 240);
   expect_finished_after_a_restart(r);
   EXPECT_NE(r.output.find("fault injection: SIGKILL after step 36"), std::string::npos) << r.output;
@@ -1126,7 +1126,7 @@ TEST(Trainer, RealTorchrunElasticANodeLeavesAndTrainingGoesOnWithTheSameGlobalBa
                 std::string("is_host=") + (host ? "1" : "0") + ",last_call_timeout=8,keep_alive_interval=1,keep_alive_max_attempt=2,join_timeout=60",
                 "--max-restarts", "3", "--monitor-interval", "0.2", "--no-python", bin("05_ddp"), "--train-samples", "2048", "--test-samples",
                 "500", "--global-batch", "64", "--warmup-steps", "5", "--log-every", "10", "--timeout", "20", "--max-steps", "40",
-                "--ckpt-every", "5", "--out", out, "--kill-rank", "1", "--kill-at-step", "22", "--kill-node"}};
+                "--ckpt-every", "5", "--out", out, "--kill-rank", "1", "--kill-at-step", "23", "--kill-node"}};
     s.start_delay_s = host ? 0 : 1;
     return s;
   };

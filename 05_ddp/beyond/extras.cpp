@@ -40,7 +40,7 @@ void RunExtras::start_training(int64_t step, DistributedDataParallel& ddp) {
 }
 
 void RunExtras::before_step(int64_t step) {
-  recorder_.set_step(step);
+  recorder_.set_step(step + 1);  // steps count from 1 in every log line, as the progress lines
   faults_.before_step(step);
 }
 

@@ -54,12 +54,12 @@ void Faults::before_step(int64_t step) {
     Span s("straggling (--straggle-ms)", "fault");
     std::this_thread::sleep_for(std::chrono::milliseconds(o_.straggle_ms));
   }
-  if (o_.skip_rank == rank_ && o_.skip_at_step == step) *skip_next_ = true;
+  if (o_.skip_rank == rank_ && o_.skip_at_step == step + 1) *skip_next_ = true;  // steps count from 1
 }
 
 void Faults::after_step(int64_t step) const {
-  if (first_attempt_ && o_.kill_rank == rank_ && o_.kill_at_step == step) {
-    log("fault injection: SIGKILL after step " + std::to_string(step) + (o_.kill_node ? ", to this rank and its launcher (pid " +
+  if (first_attempt_ && o_.kill_rank == rank_ && o_.kill_at_step == step + 1) {
+    log("fault injection: SIGKILL after step " + std::to_string(step + 1) + (o_.kill_node ? ", to this rank and its launcher (pid " +
                                                                                             std::to_string(::getppid()) + "): a node dies" : ""));
     trace().flush();
     if (o_.kill_node) ::kill(::getppid(), SIGKILL);

@@ -234,7 +234,9 @@ void PowerSgd::finish(size_t index, bool last) {
   if (!last) return;
   if (s.compressing && !reported_) {  // the first compressed step: the bytes, once
     reported_ = true;
-    log("PowerSGD from step " + std::to_string(iter_) + ": this rank all-reduces " + std::to_string(step_bytes_) +
+    // Steps count from 1, as in the progress lines; the hook counts its own (a resumed run starts
+    // its state, warm-up included, afresh: see above).
+    log("PowerSGD from step " + std::to_string(iter_ + 1) + ": this rank all-reduces " + std::to_string(step_bytes_) +
         " bytes of gradients per step (" + std::to_string(step_matrices_) + " matrices as P and Q, " +
         std::to_string(step_pq_floats_) + " floats; " + std::to_string(step_plain_floats_) + " floats uncompressed) instead of " +
         std::to_string(step_full_bytes_));

@@ -55,7 +55,8 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
       ->check(CLI::IsMember({"none", "fp16", "bf16", "powersgd"}));
   app.add_option("--powersgd-rank", o.powersgd_rank, "--comm-hook powersgd: the rank of the approximation (1: PyTorch's default)");
   app.add_option("--powersgd-start-iter", o.powersgd_start_iter,
-                 "--comm-hook powersgd: plain all-reduces before this step (default 100, the default warm-up; PyTorch's 1000)");
+                 "--comm-hook powersgd: plain all-reduces for this many steps, compressed ones after (default 100, the default "
+                 "warm-up; PyTorch's 1000)");
   app.add_option("--amp", o.amp, "Mixed precision on a GPU: bf16 (autocast) or fp16 (autocast + gradient scaling)")
       ->check(CLI::IsMember({"off", "bf16", "fp16"}));
   app.add_option("--deterministic", o.deterministic,
@@ -87,13 +88,13 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
                  "With --nproc-per-node: when a rank fails, restart all ranks up to N times; they resume from the last checkpoint")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--kill-rank", o.kill_rank, "Fault injection: this rank kills itself (SIGKILL) ...")->check(CLI::NonNegativeNumber);
-  app.add_option("--kill-at-step", o.kill_at_step, "... after finishing this step")->check(CLI::NonNegativeNumber);
+  app.add_option("--kill-at-step", o.kill_at_step, "... after finishing this step (1 is the first, as in the progress lines)")->check(CLI::PositiveNumber);
   app.add_flag("--kill-node", o.kill_node,
                "... and its launcher with it (torchrun's agent or 02_spawn: the parent process), as when a whole node dies");
   app.add_option("--straggle-rank", o.straggle_rank, "Fault injection: this rank is a straggler ...")->check(CLI::NonNegativeNumber);
   app.add_option("--straggle-ms", o.straggle_ms, "... sleeping this many milliseconds before every step")->check(CLI::PositiveNumber);
   app.add_option("--skip-rank", o.skip_rank, "Fault injection: this rank does not start bucket 0's all-reduce ...")->check(CLI::NonNegativeNumber);
-  app.add_option("--skip-at-step", o.skip_at_step, "... in this step")->check(CLI::NonNegativeNumber);
+  app.add_option("--skip-at-step", o.skip_at_step, "... in this step (1 is the first)")->check(CLI::PositiveNumber);
   app.add_option("--record-samples", o.record_samples,
                  "Each rank appends the dataset indices of every step to <path>.rank<r> (which images each rank saw)");
   app.add_option("--trace", o.trace,

@@ -17,8 +17,8 @@
 //   ./build-cpu/02_spawn --nproc-per-node 2 -- ./build-cpu/03_manual_allreduce --trace runs/03.json
 //
 // Expected output (rank 0; trimmed):
-//   [rank 0/2] step 0: loss 0.2615 (mean over ranks)
-//   [rank 0/2] step 19: loss 0.1072 (mean over ranks)
+//   [rank 0/2] step 1: loss 0.2615 (mean over ranks)
+//   [rank 0/2] step 20: loss 0.1072 (mean over ranks)
 //   [rank 0/2] check: every rank holds the same parameters: OK
 //   [rank 0/2] check: single process on the global batch: max |diff| = 2.98e-08 <= 1e-05: OK
 //   [rank 0/2] check: the loss went down: 0.2615 -> 0.1072: OK
@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
   ddp::toy::add_train_flags(app, train);
   ddp::toy::TrainConfig& cfg = train.cfg;
   std::string allreduce = "c10d";
-  app.add_option("--allreduce", allreduce, "c10d: the process group's all-reduce; ring: ch03::ring_allreduce above, "
+  app.add_option("--allreduce", allreduce, "c10d: the process group's all-reduce; ring: ch03::ring_allreduce (below main), "
                                            "checked against c10d's at every step")
       ->check(CLI::IsMember({"c10d", "ring"}));
   ddp::parse_flags(app, argc, argv);

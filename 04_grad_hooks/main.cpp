@@ -15,8 +15,8 @@
 //   ./build-cpu/02_spawn --nproc-per-node 2 -- ./build-cpu/04_grad_hooks --comm async --trace runs/04.json
 //
 // Expected output (rank 0, default --optimizer sgd; trimmed):
-//   [rank 0/2] step 0: loss 0.2615 (mean over ranks)
-//   [rank 0/2] step 19: loss 0.1072 (mean over ranks)
+//   [rank 0/2] step 1: loss 0.2615 (mean over ranks)
+//   [rank 0/2] step 20: loss 0.1072 (mean over ranks)
 //   [rank 0/2] check: every rank holds the same parameters: OK
 //   [rank 0/2] check: single process on the global batch: max |diff| = 2.98e-08 <= 1e-05: OK
 //   [rank 0/2] check: the loss went down: 0.2615 -> 0.1072: OK

@@ -120,7 +120,8 @@ void LossLog::add(int step, const torch::Tensor& loss) {
   last = mean;
   if (step == 0 || step == steps_ - 1 || (step + 1) % 5 == 0) {
     char line[96];
-    std::snprintf(line, sizeof(line), "step %d: loss %.4f (mean over ranks)", step, mean);
+    // Steps count from 1 in every log line of the course (05's progress, checkpoints, faults).
+    std::snprintf(line, sizeof(line), "step %d: loss %.4f (mean over ranks)", step + 1, mean);
     log0(line);
   }
 }

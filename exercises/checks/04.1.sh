@@ -11,7 +11,7 @@ run 60 "$WORK/run.log" 02_spawn --nproc-per-node 2 -- "$B/04_grad_hooks" --comm 
   fail "the run failed: $(tail -n 3 "$WORK/run.log")"
 grep -q '^\[rank 0/2\] gradient ready: ' "$WORK/run.log" ||
   fail "rank 0 printed no line 'gradient ready: <name> (<bytes> bytes)': in section 3 of 04_grad_hooks/main.cpp, walk model->named_parameters() to have each parameter's name, and log it from its hook with ddp::log0, during the first backward only"
-# The hooks' lines against the trace: rank 0's all-reduces of step 0 (from the first forward to the
+# The hooks' lines against the trace: rank 0's all-reduces of the first step (from the first forward to the
 # second), in the order they started.
 python3 - "$WORK/run.log" "$WORK/t.json" > "$WORK/verdict" <<'PY'
 import json, re, sys

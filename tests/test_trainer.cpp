@@ -1098,7 +1098,7 @@ TEST(Trainer, RealTorchrunRestartsAKilledRankAndTheRunEndsAsIfUninterrupted) {
                   plus(small_run(b), plus(run, {"--kill-rank", "1", "--kill-at-step", "37"})))};
   auto r = run_one(s, 240);
   expect_finished_after_a_restart(r);
-  EXPECT_NE(r.output.find("fault injection: SIGKILL after step 36"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("fault injection: SIGKILL after step 37"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("fault injection off: this is restart 1 (TORCHELASTIC_RESTART_COUNT)"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("resumed from " + b + "/checkpoints/ckpt-000000035.pt at step 35"), std::string::npos) << r.output;
   EXPECT_EQ(fingerprint(r), fingerprint(whole));
@@ -1107,7 +1107,7 @@ TEST(Trainer, RealTorchrunRestartsAKilledRankAndTheRunEndsAsIfUninterrupted) {
 }
 
 // torchrun --nnodes 1:2 with the c10d rendezvous: two agents on this machine are two nodes of one
-// rank each, global batch 64. The node of rank 1 dies after step 22 (its worker kills its agent,
+// rank each, global batch 64. The node of rank 1 dies after step 23 (its worker kills its agent,
 // then itself: --kill-node). The surviving agent's worker fails on its next collective; the agent
 // restarts it, the rendezvous closes with the one node left, and the run resumes from the
 // checkpoint of step 20 at world size 1, 64 images per step, and finishes. The first agent hosts

@@ -187,4 +187,8 @@ class DistributedDataParallel {
   std::vector<size_t> ready_at_launch_;
 };
 
+// The plain sum of `bucket.buffer` over `group`, started: what run_comm_hook() starts when no
+// hook is registered, for a hook that wraps "no hook" (--skip-rank's).
+Reduction allreduce_sum(Group& group, DistributedDataParallel::GradBucket& bucket);
+
 }  // namespace ddp

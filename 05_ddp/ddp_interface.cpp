@@ -52,10 +52,13 @@ std::vector<DistributedDataParallel::GradBucket> DistributedDataParallel::zeros_
   return zeros;
 }
 
-Reduction DistributedDataParallel::run_comm_hook(GradBucket& bucket) {
-  if (hook_) return hook_(bucket);
+Reduction allreduce_sum(Group& group, DistributedDataParallel::GradBucket& bucket) {
   std::vector<torch::Tensor> t{bucket.buffer};
-  return {issue(group_, "all-reduce", bucket.tag, t[0].numel() * t[0].element_size(), [&] { return group_.pg->allreduce(t); }), {}};
+  return {issue(group, "all-reduce", bucket.tag, t[0].numel() * t[0].element_size(), [&] { return group.pg->allreduce(t); }), {}};
+}
+
+Reduction DistributedDataParallel::run_comm_hook(GradBucket& bucket) {
+  return hook_ ? hook_(bucket) : allreduce_sum(group_, bucket);
 }
 
 void DistributedDataParallel::set_gradient_divisor(int n) {

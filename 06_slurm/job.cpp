@@ -1,12 +1,92 @@
-// provides: JobSpec's trainer command, and the parsers of Slurm's --time and --signal values.
+// provides: read_plan() (06_slurm's flags, read and checked), JobSpec's trainer command, and the
+// parsers of Slurm's --time and --signal values.
 #include "06_slurm/job.h"
+
+#include <unistd.h>
 
 #include <cctype>
 
+#include "common/basics/cli.h"
 #include "common/basics/errors.h"
+#include "common/basics/log.h"
+#include "common/basics/paths.h"
+#include "common/hosts/simulated_hosts.h"
+#include "common/slurm/hostlist.h"
 #include "common/slurm/preemption.h"
 
 namespace ddp {
+namespace {
+
+std::string absolute(const std::string& path) {
+  if (!path.empty() && path[0] == '/') return path;
+  char cwd[4096];
+  const std::string here = ::getcwd(cwd, sizeof(cwd)) ? cwd : ".";
+  return path.empty() || path == "." ? here : here + "/" + path;
+}
+
+}  // namespace
+
+Plan read_plan(int argc, char** argv) {
+  CLI::App app{"06_slurm: write, submit and follow a Slurm job of chapter 05's trainer, or run it here with --local"};
+  show_true_defaults(app);  // Note [Help that tells the truth]
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  Plan p;
+  JobSpec& j = p.job;
+  app.add_option("--nodes", j.nodes, "Machines")->check(CLI::Range(1, 100000));
+  app.add_option("--tasks-per-node", p.tasks, "Ranks per machine [default: 2; with GPUs: --gpus-per-node]")->check(CLI::Range(1, 1024));
+  app.add_option("--gpus-per-node", j.gpus_per_node, "GPUs per machine, one rank each, NCCL (0: CPU ranks on Gloo)")->check(CLI::Range(0, 64));
+  app.add_option("--cpus-per-task", j.cpus_per_task, "Cores per rank")->check(CLI::Range(1, 1024));
+  app.add_option("--partition", j.partition, "Slurm partition (queue) [default: the cluster's]");
+  app.add_option("--time", j.time, "Time limit: M, M:S, H:M:S, D-H[:M[:S]]");
+  app.add_option("--nodelist", j.nodelist, "Run on exactly these nodes (a Slurm host list)");
+  app.add_option("--signal", p.signal_spec, "Warning before the limit, SIGNAL@SECONDS, or none");
+  app.add_option("--sbatch", j.extra_lines, "One more #SBATCH option, verbatim (repeat for several)");
+  app.add_option("--job-name", j.name, "Job name");
+  app.add_option("--trainer", j.trainer, "The trainer [default: 05_ddp beside this program]");
+  app.add_option("--out-dir", j.out_dir, "Job logs and the trainer's run folders <job id>/");
+  app.add_option("--script-out", p.script_out, "Write the script here [default: print it; with --submit: <out-dir>/<name>.sbatch]");
+  app.add_flag("--submit", p.submit, "Submit the script with sbatch and print the job id");
+  app.add_flag("--follow", p.follow, "After --submit: print rank 0's log and the job's state until it ends");
+  app.add_flag("--local", p.local, "Run the job on this machine with a simulated Slurm (no cluster needed)");
+  app.add_option("--max-requeue", j.max_requeue, "With --local: requeues before the job is held (5 is Slurm's MaxBatchRequeue)")
+      ->check(CLI::Range(0, 1000));
+  app.add_option("--link", p.link, "With --local: each node a host with its own address, on a link of this bandwidth (e.g. 100mbit); needs root");
+  app.add_option("--timeout", p.timeout_s, "Seconds each sbatch/scontrol call may take")->check(CLI::PositiveNumber);
+  // Everything after "--" goes to the trainer, as in the batch scripts' "$@".
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) != "--") continue;
+    j.trainer_args.assign(argv + i + 1, argv + argc);
+    argc = i;
+    break;
+  }
+  parse_flags(app, argc, argv);
+  set_log_identity("06_slurm");
+
+  j.time_s = parse_slurm_time(j.time);
+  parse_signal_spec(p.signal_spec, j);
+  if (!j.no_signal && j.signal_before_s >= j.time_s) {
+    throw UsageError("--signal " + p.signal_spec + " would come before the job starts: the time limit is " + j.time);
+  }
+  if (j.gpus_per_node > 0 && p.tasks && *p.tasks != j.gpus_per_node) {
+    throw UsageError("--tasks-per-node " + std::to_string(*p.tasks) + " with --gpus-per-node " + std::to_string(j.gpus_per_node) +
+                     ": one task per GPU (NCCL refuses two ranks on one GPU), so give one of them");
+  }
+  j.tasks_per_node = j.gpus_per_node > 0 ? j.gpus_per_node : p.tasks.value_or(2);
+  if (p.follow && !p.submit) throw UsageError("--follow follows a job that --submit submitted: add --submit");
+  if (p.local && (p.submit || !p.script_out.empty())) throw UsageError("--local runs the job here: drop --submit/--script-out");
+  if (p.link && !p.local) throw UsageError("--link shapes the simulated nodes' links: add --local (a real cluster has real links)");
+  if (p.link) j.link_bits_per_s = parse_link_rate(*p.link);
+  if (!j.nodelist.empty()) expand_hostlist(j.nodelist);  // refuses a malformed list now, not in the queue
+  j.trainer = absolute(j.trainer.empty() ? program_beside("05_ddp") : j.trainer);
+  if (::access(j.trainer.c_str(), X_OK) != 0) throw UsageError("the trainer " + j.trainer + " is not there: build 05_ddp");
+  j.out_dir = absolute(j.out_dir.empty() ? "runs/06_slurm" : j.out_dir);
+  j.submit_dir = absolute("");
+  // Slurm does not create the folder of --output: without it the job's log would be lost.
+  make_dirs(j.out_dir);
+  if (!p.script_out.empty()) p.script_out = absolute(p.script_out);
+  else if (p.submit) p.script_out = j.out_dir + "/" + j.name + ".sbatch";
+  return p;
+}
 
 std::vector<std::string> JobSpec::task_command(const std::string& job_id) const {
   std::vector<std::string> cmd{trainer, "--backend", backend(), "--out", out_dir + "/" + job_id};

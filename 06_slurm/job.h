@@ -1,4 +1,5 @@
-// defines: JobSpec, what 06_slurm's flags describe: a Slurm job that runs chapter 05's trainer.
+// defines: JobSpec and Plan, what 06_slurm's flags describe (a Slurm job that runs chapter 05's
+// trainer, and what to do with it), and read_plan(), which reads and checks those flags.
 #pragma once
 #include <optional>
 #include <string>
@@ -30,6 +31,21 @@ struct JobSpec {
   // The trainer's command line for one task; the job id decides the run folder.
   std::vector<std::string> task_command(const std::string& job_id) const;
 };
+
+// What the flags ask for: the job, and what to do with it.
+struct Plan {
+  JobSpec job;
+  std::string signal_spec = "USR2@90";
+  std::string script_out;  // absolute; "" (neither --script-out nor --submit): print the script
+  std::optional<int> tasks;
+  std::optional<std::string> link;
+  bool submit = false, follow = false, local = false;
+  double timeout_s = 30;
+};
+
+// 06_slurm's flags, and after "--" the trainer's, read and checked before anything is written or
+// submitted: UsageError for a plan that cannot work. Creates the job's --out-dir.
+Plan read_plan(int argc, char** argv);
 
 // Slurm's time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S -> seconds. UsageError otherwise.
 int parse_slurm_time(const std::string& text);

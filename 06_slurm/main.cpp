@@ -1,13 +1,10 @@
 // 06_slurm: chapter 05's trainer as a Slurm job: the batch script, one task per rank, the
 // warning signal before the time limit, and the requeue that resumes from a checkpoint.
 //
-// The lesson: what a Slurm job of a DDP trainer is made of. This program reads a few flags and
-// checks the plan (step 1), writes the batch script, every #SBATCH line saying why it is there (2),
-// and submits it with sbatch and follows rank 0's log to the end (4; submit.cpp). With --local it
-// runs the same job on this machine, with the environment Slurm would give each task (3;
-// local_cluster.cpp), so the whole path, preemption and requeue included, can be watched without a
-// cluster. The trainer's side of preemption, the lesson's other half: common/slurm/preemption.h,
-// then common/slurm/stop_vote.h (README.md says in which order).
+// This program writes the batch script from its flags and submits and follows it; with --local it
+// runs the same job on this machine as Slurm would, so the whole path, preemption and requeue
+// included, can be watched without a cluster. The trainer's side of preemption is the lesson's
+// other half: common/slurm/ (README.md says what to read, in which order).
 //
 // Usage:
 //   ./build-cpu/06_slurm --nodes 2 --tasks-per-node 2                       # print the batch script
@@ -31,105 +28,19 @@
 // The same job under a real Slurm (sbatch 06_slurm/cpu_gloo.sbatch), and uninterrupted, ends with
 // the same fingerprint (OpenBLAS's Haswell kernels, as every recorded figure): see README.md.
 
-#include <unistd.h>
-
 #include <cstring>
 #include <fstream>
 #include <iostream>
-#include <optional>
 #include <sstream>
 #include <string>
 
 #include "06_slurm/job.h"
 #include "06_slurm/local_cluster.h"
 #include "06_slurm/submit.h"
-#include "common/hosts/simulated_hosts.h"
-#include "common/basics/cli.h"
-#include "common/basics/errors.h"
 #include "common/basics/failure.h"
-#include "common/slurm/hostlist.h"
 #include "common/basics/log.h"
-#include "common/basics/paths.h"
 
 namespace {
-
-std::string absolute(const std::string& path) {
-  if (!path.empty() && path[0] == '/') return path;
-  char cwd[4096];
-  const std::string here = ::getcwd(cwd, sizeof(cwd)) ? cwd : ".";
-  return path.empty() || path == "." ? here : here + "/" + path;
-}
-
-// What the flags ask for: the job, and what to do with it.
-struct Plan {
-  ddp::JobSpec job;
-  std::string signal_spec = "USR2@90", script_out;
-  std::optional<int> tasks;
-  std::optional<std::string> link;
-  bool submit = false, follow = false, local = false;
-  double timeout_s = 30;
-};
-
-// 1. The plan: the flags, read and checked before anything is written or submitted.
-Plan read_plan(int argc, char** argv) {
-  CLI::App app{"06_slurm: write, submit and follow a Slurm job of chapter 05's trainer, or run it here with --local"};
-  ddp::show_true_defaults(app);  // Note [Help that tells the truth]
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  Plan p;
-  ddp::JobSpec& j = p.job;
-  app.add_option("--nodes", j.nodes, "Machines")->check(CLI::Range(1, 100000));
-  app.add_option("--tasks-per-node", p.tasks, "Ranks per machine [default: 2; with GPUs: --gpus-per-node]")->check(CLI::Range(1, 1024));
-  app.add_option("--gpus-per-node", j.gpus_per_node, "GPUs per machine, one rank each, NCCL (0: CPU ranks on Gloo)")->check(CLI::Range(0, 64));
-  app.add_option("--cpus-per-task", j.cpus_per_task, "Cores per rank")->check(CLI::Range(1, 1024));
-  app.add_option("--partition", j.partition, "Slurm partition (queue) [default: the cluster's]");
-  app.add_option("--time", j.time, "Time limit: M, M:S, H:M:S, D-H[:M[:S]]");
-  app.add_option("--nodelist", j.nodelist, "Run on exactly these nodes (a Slurm host list)");
-  app.add_option("--signal", p.signal_spec, "Warning before the limit, SIGNAL@SECONDS, or none");
-  app.add_option("--sbatch", j.extra_lines, "One more #SBATCH option, verbatim (repeat for several)");
-  app.add_option("--job-name", j.name, "Job name");
-  app.add_option("--trainer", j.trainer, "The trainer [default: 05_ddp beside this program]");
-  app.add_option("--out-dir", j.out_dir, "Job logs and the trainer's run folders <job id>/");
-  app.add_option("--script-out", p.script_out, "Write the script here [default: print it; with --submit: <out-dir>/<name>.sbatch]");
-  app.add_flag("--submit", p.submit, "Submit the script with sbatch and print the job id");
-  app.add_flag("--follow", p.follow, "After --submit: print rank 0's log and the job's state until it ends");
-  app.add_flag("--local", p.local, "Run the job on this machine with a simulated Slurm (no cluster needed)");
-  app.add_option("--max-requeue", j.max_requeue, "With --local: requeues before the job is held (5 is Slurm's MaxBatchRequeue)")
-      ->check(CLI::Range(0, 1000));
-  app.add_option("--link", p.link, "With --local: each node a host with its own address, on a link of this bandwidth (e.g. 100mbit); needs root");
-  app.add_option("--timeout", p.timeout_s, "Seconds each sbatch/scontrol call may take")->check(CLI::PositiveNumber);
-  // Everything after "--" goes to the trainer, as in the batch scripts' "$@".
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) != "--") continue;
-    j.trainer_args.assign(argv + i + 1, argv + argc);
-    argc = i;
-    break;
-  }
-  ddp::parse_flags(app, argc, argv);
-  ddp::set_log_identity("06_slurm");
-
-  j.time_s = ddp::parse_slurm_time(j.time);
-  ddp::parse_signal_spec(p.signal_spec, j);
-  if (!j.no_signal && j.signal_before_s >= j.time_s) {
-    throw ddp::UsageError("--signal " + p.signal_spec + " would come before the job starts: the time limit is " + j.time);
-  }
-  if (j.gpus_per_node > 0 && p.tasks && *p.tasks != j.gpus_per_node) {
-    throw ddp::UsageError("--tasks-per-node " + std::to_string(*p.tasks) + " with --gpus-per-node " + std::to_string(j.gpus_per_node) +
-                          ": one task per GPU (NCCL refuses two ranks on one GPU), so give one of them");
-  }
-  j.tasks_per_node = j.gpus_per_node > 0 ? j.gpus_per_node : p.tasks.value_or(2);
-  if (p.follow && !p.submit) throw ddp::UsageError("--follow follows a job that --submit submitted: add --submit");
-  if (p.local && (p.submit || !p.script_out.empty())) throw ddp::UsageError("--local runs the job here: drop --submit/--script-out");
-  if (p.link && !p.local) throw ddp::UsageError("--link shapes the simulated nodes' links: add --local (a real cluster has real links)");
-  if (p.link) j.link_bits_per_s = ddp::parse_link_rate(*p.link);
-  if (!j.nodelist.empty()) ddp::expand_hostlist(j.nodelist);  // refuses a malformed list now, not in the queue
-  j.trainer = absolute(j.trainer.empty() ? ddp::program_beside("05_ddp") : j.trainer);
-  if (::access(j.trainer.c_str(), X_OK) != 0) throw ddp::UsageError("the trainer " + j.trainer + " is not there: build 05_ddp");
-  j.out_dir = absolute(j.out_dir.empty() ? "runs/06_slurm" : j.out_dir);
-  j.submit_dir = absolute("");
-  // Slurm does not create the folder of --output: without it the job's log would be lost.
-  ddp::make_dirs(j.out_dir);
-  return p;
-}
 
 // 2. The batch script. sbatch reads the #SBATCH lines (they must come before the first command),
 //    then runs the rest on the first node of the allocation; `srun` there starts the tasks.
@@ -178,19 +89,19 @@ int main(int argc, char** argv) {
   if (std::strcmp(base ? base + 1 : argv[0], "scontrol") == 0) return ddp::local_scontrol(argc, argv);
 
   return ddp::guarded_main([&] {
-    const Plan p = read_plan(argc, argv);           // 1.
+    // 1. The plan: the flags, read and checked before anything is written or submitted (job.cpp).
+    const ddp::Plan p = ddp::read_plan(argc, argv);
     const std::string script = batch_script(p.job);  // 2.
     // 3. With --local: the same job on this machine, as Slurm would run it (Note [The simulated cluster]);
     //    the simulator gives the tasks what the script's #SBATCH lines ask for.
     if (p.local) return ddp::run_local(p.job);
 
     // 4. Print or write the script; submit it with sbatch and follow it (Note [Submitting and following a job]).
-    if (!p.submit && p.script_out.empty()) return std::cout << script, ddp::kExitOk;
-    const std::string path = p.script_out.empty() ? p.job.out_dir + "/" + p.job.name + ".sbatch" : absolute(p.script_out);
-    std::ofstream(path) << script;
-    if (!p.submit) return ddp::log("batch script written: " + path), ddp::kExitOk;
-    const std::string id = ddp::submit(path, p.timeout_s);
-    ddp::log("submitted job " + id + " (" + path + "); its log: " + p.job.out_dir + "/" + p.job.name + "-" + id + ".out");
+    if (p.script_out.empty()) return std::cout << script, ddp::kExitOk;
+    std::ofstream(p.script_out) << script;
+    if (!p.submit) return ddp::log("batch script written: " + p.script_out), ddp::kExitOk;
+    const std::string id = ddp::submit(p.script_out, p.timeout_s);
+    ddp::log("submitted job " + id + " (" + p.script_out + "); its log: " + p.job.out_dir + "/" + p.job.name + "-" + id + ".out");
     return p.follow ? ddp::follow(p.job, id, p.timeout_s) : ddp::kExitOk;
   });
 }

@@ -3,15 +3,19 @@
 # kind: observation
 # time: 10 min
 # build: 01_join_group
-# proves: the rank and world size you wrote down are the ones 01_join_group resolves when a flag,
-#         torchrun's variables and Slurm's disagree.
+# proves: the rank and world size you wrote down are the ones 01_join_group resolves for a setting
+#         the exercise gives no command for: torchrun's RANK without its WORLD_SIZE, inside a Slurm
+#         job's variables, and no flag (each value is resolved on its own: docs/settings.md).
 source "$(dirname "$0")/lib.sh"
 read_answer 01.1
-RANK=3 WORLD_SIZE=4 SLURM_PROCID=2 SLURM_NTASKS=8 run 30 "$WORK/explain.log" 01_join_group --rank 1 --explain-env ||
+# Only the variables of the exercise's setting: none of torchrun's or Slurm's from the caller.
+unset WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE GROUP_RANK MASTER_ADDR MASTER_PORT $(compgen -e | grep -E '^(SLURM_|TORCHELASTIC_)')
+RANK=3 SLURM_PROCID=2 SLURM_NTASKS=8 run 30 "$WORK/explain.log" 01_join_group --explain-env ||
   fail "01_join_group --explain-env failed: $(tail -n 3 "$WORK/explain.log")"
 rank=$(sed -n 's/^ *rank *= *\([0-9]*\).*/\1/p' "$WORK/explain.log")
 world=$(sed -n 's/^ *world_size *= *\([0-9]*\).*/\1/p' "$WORK/explain.log")
 [ -n "$rank" ] && [ -n "$world" ] || fail "01_join_group --explain-env printed no rank or world_size line"
 [ "$(echo $ANSWER)" = "$rank $world" ] ||
-  fail "you wrote '$ANSWER'; write the rank, a space and the world size (two numbers), as the command of the exercise resolves them"
-pass "rank $rank, world size $world: $(grep -E "^ *(rank|world_size) " "$WORK/explain.log" | sed "s/^ *//" | tr -s ' ' | paste -sd ';')"
+  fail "you wrote '$ANSWER'; write the rank, a space and the world size (two numbers) for RANK=3 SLURM_PROCID=2 SLURM_NTASKS=8 and no flag: decide each value on its own by the order of docs/settings.md"
+src() { sed -n "s/^ *$1 *= *[0-9]* *<- *//p" "$WORK/explain.log"; }
+pass "rank $rank <- $(src rank), world size $world <- $(src world_size): each value is resolved on its own, so torchrun's RANK beats Slurm's SLURM_PROCID, while with no WORLD_SIZE (and no flag) the world size falls through to Slurm's SLURM_NTASKS; a launcher that sets only some of its variables inside a Slurm job gets a mix"

@@ -3,16 +3,19 @@
 # kind: observation
 # time: 10 min
 # build: 02_spawn
-# proves: the two ranks you wrote down are the one the launcher's report marks as the first failure
-#         and the one the flight recorder names as behind, when a rank hangs: not the same.
+# proves: the two ranks you wrote down are, for a run the exercise gives no command for (rank 1
+#         exits instead of hanging, the survivor left to fail by itself), the one the launcher's
+#         report marks as the first failure and the one the flight recorder names: the same rank,
+#         where in the hang you ran they differ.
 source "$(dirname "$0")/lib.sh"
 read_answer 02.1
-run 60 "$WORK/hang.log" 02_spawn --nproc-per-node 2 --fail-mode hang --fail-rank 1 --timeout 3
-truth=$(grep -o 'rank [0-9]* is behind' "$WORK/hang.log" | head -n 1 | grep -o '[0-9]*')
-marked=$(sed -n 's/^ *\([0-9]*\) *\* .*/\1/p' "$WORK/hang.log" | head -n 1)
-[ -n "$truth" ] && [ -n "$marked" ] || fail "02_spawn did not print the report and the flight recorder's line: $(tail -n 3 "$WORK/hang.log")"
-[ "$(echo $ANSWER)" = "$marked $truth" ] ||
-  fail "you wrote '$ANSWER'; write the rank the report marks with * and the rank the flight recorder names as behind ('rank N is behind'), two numbers"
-# Why they differ, from the run itself: the marked rank's own error, a timeout waiting for the other.
-why=$(grep -m 1 "^\[rank $marked/2\] error on " "$WORK/hang.log" | grep -o '[^:]*failed: \[[^]]*\] Timed out waiting [0-9]*ms' | sed -e 's/ \[[^]]*\]//' -e 's/^ *//')
-pass "the report marks rank $marked first: it failed first because it waited in a collective for rank $truth until --timeout ran out (${why:-its error names no timeout}); rank $truth, which the flight recorder names as behind, is the one that hung: debug rank $truth, not the first failure"
+run 60 "$WORK/exit.log" 02_spawn --nproc-per-node 2 --fail-mode exit --fail-rank 1 --on-failure wait --timeout 3
+named=$(grep -o 'flight recorder: rank [0-9]* \(([^)]*) \)\{0,1\}is \(gone\|behind\)' "$WORK/exit.log" | head -n 1 | sed 's/^flight recorder: rank \([0-9]*\).*/\1/')
+marked=$(sed -n 's/^ *\([0-9]*\) *\* .*/\1/p' "$WORK/exit.log" | head -n 1)
+[ -n "$named" ] && [ -n "$marked" ] || fail "02_spawn did not print the report and the flight recorder's line: $(tail -n 3 "$WORK/exit.log")"
+[ "$(echo $ANSWER)" = "$marked $named" ] ||
+  fail "you wrote '$ANSWER'; write two numbers for rank 1 exiting (--fail-mode exit --on-failure wait): the rank the report marks with * and the rank the flight recorder names (gone or behind)"
+# Why, from the run itself: the marked rank's own result, and what the survivor's recorder saw.
+result=$(sed -n "s/^ *$marked *\* *[0-9]* *[0-9]* *[0-9]* *[0-9.]*s *\(exit [0-9]*\|signal [^,]*\).*/\1/p" "$WORK/exit.log" | head -n 1)
+how=$(grep -o "rank $named ([^)]*) is gone: [^;]*" "$WORK/exit.log" | head -n 1 | sed 's/ ([^)]*)//')
+pass "the report marks rank $marked (${result:-its own failure}) and the flight recorder names rank $named (${how:-behind}): a rank that dies is itself the first failure, and the others fail after it. In the hang you ran the hung rank failed nothing: the rank waiting for it timed out first and got the mark, and only the flight recorder named the hung one. So debug the rank the flight recorder names; the mark says who failed first, not who stopped the group"

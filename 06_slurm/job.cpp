@@ -12,7 +12,7 @@
 #include "common/basics/paths.h"
 #include "common/hosts/simulated_hosts.h"
 #include "common/slurm/hostlist.h"
-#include "common/slurm/preemption.h"
+#include "common/slurm/signals.h"
 
 namespace ddp {
 namespace {

@@ -19,7 +19,7 @@
 #include "common/basics/log.h"
 #include "common/launch/net.h"
 #include "common/basics/paths.h"
-#include "common/slurm/preemption.h"
+#include "common/slurm/signals.h"
 #include "common/launch/rank_env.h"
 #include "common/hosts/simulated_hosts.h"
 

@@ -1,10 +1,9 @@
 // 06_slurm: chapter 05's trainer as a Slurm job: the batch script, one task per rank, the
 // warning signal before the time limit, and the requeue that resumes from a checkpoint.
 //
-// This program writes the batch script from its flags and submits and follows it; with --local it
-// runs the same job on this machine as Slurm would, so the whole path, preemption and requeue
-// included, can be watched without a cluster. The trainer's side of preemption is the lesson's
-// other half: common/slurm/ (README.md says what to read, in which order).
+// This program writes the batch script and submits and follows it; --local runs the same job here
+// as Slurm would, preemption and requeue included, without a cluster. The trainer's side of
+// preemption, the lesson's other half, is in common/slurm/ (README.md says what to read).
 //
 // Usage:
 //   ./build-cpu/06_slurm --nodes 2 --tasks-per-node 2                       # print the batch script
@@ -18,15 +17,11 @@
 //   [slurm (local)] simulated Slurm: job 1811 (ddp), 2 node(s) x 2 task(s); trainer output in /home/you/ddp-course/runs/06_slurm/1811
 //   [slurm (local)] job 1811 running: 4 tasks on 127.0.0.[1-2], tasks per node 2(x2), time limit 30:00, USR2 90 s before it
 //   [rank 0/4] preempted: SIGUSR2 received; stopped after step 121 with its checkpoint written; requeueing Slurm job 1811 (restart 0)
-//   [slurm (local)] job 1811: requeue requested (scontrol requeue): stopping its tasks
 //   [slurm (local)] job 1811 requeued: starting again in 2s with SLURM_RESTART_COUNT=1
 //   [slurm (local)] job 1811 (restart 1) running: 4 tasks on 127.0.0.[1-2], tasks per node 2(x2), time limit 30:00, USR2 90 s before it
 //   [rank 0/4] resumed from /home/you/ddp-course/runs/06_slurm/1811/checkpoints/ckpt-000000121.pt at step 121 (--reset starts over)
-//   [rank 0/4] check: every rank holds the same parameters: OK
 //   [rank 0/4] params fingerprint f409279389ac72f0 (bit-identical runs print the same)
 //   [slurm (local)] job 1811 ended: COMPLETED after 1 requeue(s)
-// The same job under a real Slurm (sbatch 06_slurm/cpu_gloo.sbatch), and uninterrupted, ends with
-// the same fingerprint (OpenBLAS's Haswell kernels, as every recorded figure): see README.md.
 
 #include <cstring>
 #include <fstream>

@@ -1,4 +1,5 @@
-// provides: the preemption flag and its signal handler, the drill, and `scontrol requeue`.
+// provides: chapter 06's lesson, first half: Note [Preemption and requeue], the path a warned job
+// takes; its step 1, the signal caught as a flag; the drill; step 4, rank 0's `scontrol requeue`.
 #include "common/slurm/preemption.h"
 
 #include <signal.h>
@@ -6,39 +7,42 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstring>
 #include <stdexcept>
 #include <thread>
 
 #include "common/launch/command.h"
-#include "common/basics/errors.h"
 
 namespace ddp {
+
+// Note [Preemption and requeue]
+// A cluster stops a job at its time limit, or earlier to make room for another (preemption). Asked
+// to, Slurm warns first: `#SBATCH --signal=USR2@90` sends SIGUSR2 to every task 90 s before the
+// limit. What a trainer does with that warning, as submitit and Lightning do:
+//   1. The handler only sets a flag: almost nothing is safe inside a signal handler, and a rank
+//      stopped in the middle of a step would leave its peers waiting in an all-reduce.
+//      (listen_for_preemption(), below.)
+//   2. At the end of each step the ranks agree (an all-reduce of the flags): the signal reaches
+//      them at slightly different instants, and all must stop after the same step. (StopVote,
+//      stop_vote.cpp.)
+//   3. A checkpoint is written after that step, so no step is lost, and none is repeated. (The
+//      trainer's own checkpoint, chapter 05's, written when the vote says stop.)
+//   4. Rank 0 asks Slurm to put the job back in the queue: `scontrol requeue $SLURM_JOB_ID`.
+//   5. Every rank exits with kExitPreempted (75). The job runs again later with the same job id
+//      and SLURM_RESTART_COUNT=1, and the trainer resumes from the checkpoint on its own.
+//      (4 and 5: stop_for_requeue(), stop_vote.cpp.)
+// Which signal: SIGUSR1 is Lightning's default, but NCCL may install its own SIGUSR1 handler,
+// so submitit moved to SIGUSR2 (submitit#1709), and so do we; --requeue-signal changes it.
+// Without --signal a job gets only SIGTERM at its limit, and SIGKILL KillWait seconds later:
+// nothing warned it, so everything since its last checkpoint is lost.
 namespace {
 
 std::atomic<int> g_received{0};  // lock-free: the one thing a handler may touch
 
 void on_signal(int sig) { g_received.store(sig); }
 
-const std::pair<const char*, int> kSignals[] = {
-    {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2}, {"SIGTERM", SIGTERM}, {"SIGINT", SIGINT}, {"SIGHUP", SIGHUP}};
-
 }  // namespace
 
-int parse_signal(const std::string& name) {
-  for (const auto& [n, sig] : kSignals) {
-    if (name == n || name == n + 3 || name == std::to_string(sig)) return sig;
-  }
-  throw UsageError("unknown preemption signal '" + name + "': use USR1, USR2, TERM, INT or HUP (a name or its number)");
-}
-
-std::string signal_name(int sig) {
-  for (const auto& [n, s] : kSignals) {
-    if (s == sig) return n;
-  }
-  return "signal " + std::to_string(sig);
-}
-
+// Step 1: the handler only sets a flag; the trainer reads it between steps (preemption_signal()).
 void watch_for_preemption(int sig) {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -47,14 +51,16 @@ void watch_for_preemption(int sig) {
   ::sigaction(sig, &sa, nullptr);
 }
 
+// Called before joining: a signal that comes while the ranks meet is then a flag, not the end.
 int listen_for_preemption(const std::string& signal) {
-  const int sig = parse_signal(signal);
-  watch_for_preemption(sig);  // the handler only sets a flag
+  const int sig = parse_signal(signal);  // signals.h: USR2, SIGUSR2 or 12
+  watch_for_preemption(sig);
   return sig;
 }
 
 int preemption_signal() { return g_received.load(); }
 
+// The drill: the signal comes from this process instead of Slurm; the rest of the path is the same.
 void drill_preemption(int sig, double after_s) {
   std::thread([sig, after_s] {
     std::this_thread::sleep_for(std::chrono::duration<double>(after_s));
@@ -62,6 +68,7 @@ void drill_preemption(int sig, double after_s) {
   }).detach();
 }
 
+// Step 4, on rank 0 once the checkpoint is written (stop_for_requeue(), stop_vote.cpp).
 void requeue_slurm_job(const std::string& job_id, double timeout_s) {
   const std::vector<std::string> cmd{"scontrol", "requeue", job_id};
   const CommandResult r = run_command(cmd, timeout_s);

@@ -1,4 +1,6 @@
-// provides: StopVote and stop_for_requeue(): how the ranks of a warned job stop together, and leave.
+// provides: chapter 06's lesson, second half: steps 2, 4 and 5 of Note [Preemption and requeue]
+// (preemption.cpp): StopVote, by which the ranks of a warned job stop after the same step, and
+// stop_for_requeue(), by which they leave.
 #include "common/slurm/stop_vote.h"
 
 #include <signal.h>
@@ -18,6 +20,16 @@
 
 namespace ddp {
 
+// Note [Stopping together without a sync per step]
+// A preemption signal reaches the ranks at different moments, yet all must stop after the same
+// step, or their collectives no longer pair up. A blocking vote each step (all-reduce MAX of a
+// flag, then read it) does that, but on a GPU reading the result waits for the whole step to
+// finish: one host sync per step, for a signal that comes once a job. So each step posts its
+// flag in an all-reduce that runs in the background, and reads the vote posted one step
+// earlier, which has finished by then (on a GPU its result is copied to pinned host memory
+// behind it, and only that copy is waited for, not the step in flight). Every rank reads the
+// same vote at the same step: all stop together, one step later than a blocking vote would,
+// well inside the scheduler's warning time (90-120 s).
 struct StopVote::State {
   Group& group;
   torch::Device device;
@@ -40,6 +52,8 @@ StopVote::~StopVote() {
   }
 }
 
+// Reads the vote posted one step earlier; unless it says stop, posts this step's (`post`: not
+// after the last step, which must leave no vote in flight).
 bool StopVote::next(bool mine, bool post) {
   State& s = *s_;
   bool stop = false;
@@ -71,6 +85,7 @@ bool StopVote::next(bool mine, bool post) {
   return false;
 }
 
+// Steps 4 and 5, once the step's checkpoint is written.
 int stop_for_requeue(Group& group, int64_t step, int sig) {
   // We are stopping anyway: the SIGTERM that follows a requeue must not cut this short.
   ::signal(SIGTERM, SIG_IGN);

@@ -3,7 +3,9 @@
 // name, and the cost model (its fit in closed form, and bench/cost_model.sh end to end).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -76,6 +78,7 @@ TEST(Trace, TrainerWritesEveryPhaseAndBucketOfEveryRankAndMergesThem) {
       EXPECT_EQ(count_events(ev, phase, rank), 6) << phase;
     }
     EXPECT_EQ(count_events(ev, "all-reduce stop-flag", rank), 5);  // after every step but the last
+    EXPECT_EQ(count_events(ev, "step done", rank), 6);              // its number, for trace_merge --text --step
     // Every step readies and all-reduces bucket 0 (the MLP's rebuilt layout may hold 1 or 2 buckets).
     EXPECT_EQ(count_events(ev, "bucket0 ready", rank), 6);
     EXPECT_EQ(count_events(ev, "all-reduce bucket0", rank), 6);
@@ -101,9 +104,23 @@ TEST(Trace, TrainerWritesEveryPhaseAndBucketOfEveryRankAndMergesThem) {
   EXPECT_NE(bad.output.find("bogus.json:3: not an event line"), std::string::npos) << bad.output;
 
   // The same trace as text: one step, a line per rank and track (1000 characters wide, so that
-  // the name of a span of 1 % of the step still fits).
+  // the name of a span of 1 % of the step still fits). Step 3 counts from 1, as the progress
+  // lines: from the first rank's 3rd forward to the last rank's 4th.
   const ProcResult text = run_one({{"trace_merge", "--text", dir + "/trace.json", "--step", "3", "--width", "1000"}}, 30);
   ASSERT_EQ(text.exit_code, 0) << text.output;
+  double from = INFINITY, to = -INFINITY;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<double> forwards;
+    for (const Event& e : ev) {
+      if (e.pid == rank && e.name == "forward") forwards.push_back(e.ts);
+    }
+    std::sort(forwards.begin(), forwards.end());
+    ASSERT_EQ(forwards.size(), 6u);
+    from = std::min(from, forwards[2]), to = std::max(to, forwards[3]);
+  }
+  char header[64];
+  std::snprintf(header, sizeof(header), "step 3, %.2f ms from the first rank's forward", (to - from) / 1e3);
+  EXPECT_NE(text.output.find(header), std::string::npos) << header << "\n" << text.output;
   for (const char* lane : {"rank 0 compute     :", "rank 0 collectives :", "rank 1 compute     :", "rank 1 collectives :"}) {
     EXPECT_NE(text.output.find(lane), std::string::npos) << lane << "\n" << text.output;
   }
@@ -117,8 +134,41 @@ TEST(Trace, TrainerWritesEveryPhaseAndBucketOfEveryRankAndMergesThem) {
     EXPECT_NE(lane.find("|backward="), std::string::npos) << lane;
   }
   EXPECT_EQ(compute_lanes, 2) << text.output;
-  const ProcResult no_step = run_one({{"trace_merge", "--text", dir + "/trace.json", "--step", "5"}}, 30);
-  EXPECT_EQ(no_step.exit_code, 2) << no_step.output;  // 6 forwards: step 5 has no next one to end it
+  const ProcResult last = run_one({{"trace_merge", "--text", dir + "/trace.json", "--step", "5"}}, 30);
+  EXPECT_EQ(last.exit_code, 0) << last.output;  // 6 steps: step 5 ends where step 6 starts
+  const ProcResult no_step = run_one({{"trace_merge", "--text", dir + "/trace.json", "--step", "6"}}, 30);
+  EXPECT_EQ(no_step.exit_code, 2) << no_step.output;  // ... but step 6 has no next one to end it
+  EXPECT_NE(no_step.output.find("--step 6: rank 0 traced steps 1 to 6"), std::string::npos) << no_step.output;
+  EXPECT_EQ(run_one({{"trace_merge", "--text", dir + "/trace.json", "--step", "0"}}, 30).exit_code, 2);  // steps count from 1
+}
+
+// trace_merge --text --step N draws the progress lines' step N also where the N-th forward is
+// not step N: a run resumed after step 20 (its trace opens with step 21, as its "step done"
+// instants say) with two micro-batches per step (--grad-accum 2: two forwards per optimizer step).
+TEST(Trace, TextStepsAreTheProgressLinesStepsInAResumedRunWithMicroBatches) {
+  const std::string dir = temp_dir();
+  nlohmann::json events = nlohmann::json::array();
+  auto span = [&](const char* name, double ts, double dur) {
+    events.push_back({{"name", name}, {"ph", "X"}, {"ts", ts}, {"dur", dur}, {"pid", 0}, {"tid", 0}});
+  };
+  // Steps 21, 22 and 23 start at 1000, 2000 and 3500 us; step 24 starts at 4000 and never ends.
+  const std::vector<std::pair<int, double>> steps = {{21, 1000}, {22, 2000}, {23, 3500}};
+  for (const auto& [n, t] : steps) {
+    span("forward", t, 100), span("backward", t + 100, 50);
+    span("forward", t + 150, 100), span("backward", t + 250, 50);
+    span("optimizer", t + 300, 50);
+    events.push_back({{"name", "step done"}, {"ph", "i"}, {"ts", t + 360}, {"pid", 0}, {"tid", 0}, {"args", {{"step", n}}}});
+  }
+  span("forward", 4000, 100);
+  std::ofstream(dir + "/t.json") << events.dump();
+  for (const auto& [step, ms] : std::vector<std::pair<int, std::string>>{{22, "1.50"}, {23, "0.50"}}) {
+    const ProcResult r = run_one({{"trace_merge", "--text", dir + "/t.json", "--step", std::to_string(step)}}, 30);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("step " + std::to_string(step) + ", " + ms + " ms from"), std::string::npos) << r.output;
+  }
+  const ProcResult before = run_one({{"trace_merge", "--text", dir + "/t.json", "--step", "1"}}, 30);
+  EXPECT_EQ(before.exit_code, 2) << before.output;
+  EXPECT_NE(before.output.find("rank 0 traced steps 21 to 24"), std::string::npos) << before.output;
 }
 
 TEST(Trace, ChapterThreeAllReducesAfterBackwardAndFourAsyncDuringIt) {

@@ -533,10 +533,12 @@ TEST(Trainer, KilledAndResumedEndsBitIdenticalToAnUninterruptedRun) {
   std::system(("rm -rf " + a + " " + b + " " + c).c_str());
 }
 
-// The indices each step of a --record-samples run saw, all ranks together: step -> indices.
-std::map<int, std::vector<int>> recorded_steps(const std::string& path, int world) {
+// The indices each step of a --record-samples run saw, all ranks together (or rank `only`'s):
+// step (from 1, as the progress lines) -> indices.
+std::map<int, std::vector<int>> recorded_steps(const std::string& path, int world, int only = -1) {
   std::map<int, std::vector<int>> steps;
   for (int r = 0; r < world; ++r) {
+    if (only >= 0 && r != only) continue;
     std::istringstream in(read_text(path + ".rank" + std::to_string(r)));
     std::string line;
     while (std::getline(in, line)) {
@@ -587,11 +589,18 @@ TEST(Trainer, AResumeAtAnotherWorldSizeKeepsTheGlobalBatchAndSeesEachImageOnce) 
   EXPECT_NE(resumed.output.find("resuming a run of 2 ranks with 4: the same global batch of 64"), std::string::npos) << resumed.output;
   EXPECT_NE(resumed.output.find("resumed from " + b + "/checkpoints/ckpt-000000020.pt at step 20"), std::string::npos) << resumed.output;
 
-  // Epoch 0 is steps 0-31: 0-19 from the killed run, 20-31 from the resumed one.
+  // Epoch 0 is steps 1-32: 1-20 from the killed run, 21-32 from the resumed one. The files
+  // number steps as the progress lines and --kill-at-step do: rank 1, killed after step 23,
+  // recorded 1 to 23; the run resumed after step 20 recorded from step 21.
   const auto before = recorded_steps(b + "/killed", 2), after = recorded_steps(b + "/resumed", 4);
+  const auto killed_rank = recorded_steps(b + "/killed", 2, /*only=*/1);
+  ASSERT_FALSE(killed_rank.empty());
+  EXPECT_EQ(killed_rank.begin()->first, 1);
+  EXPECT_EQ(killed_rank.rbegin()->first, 23);
+  EXPECT_EQ(after.begin()->first, 21);
   std::vector<int> seen;
-  for (int step = 0; step < 32; ++step) {
-    const auto& from = step < 20 ? before : after;
+  for (int step = 1; step <= 32; ++step) {
+    const auto& from = step <= 20 ? before : after;
     ASSERT_TRUE(from.count(step)) << "step " << step << " was not recorded";
     EXPECT_EQ(from.at(step).size(), 64u) << "step " << step;
     seen.insert(seen.end(), from.at(step).begin(), from.at(step).end());
@@ -601,7 +610,7 @@ TEST(Trainer, AResumeAtAnotherWorldSizeKeepsTheGlobalBatchAndSeesEachImageOnce) 
   for (int i = 0; i < 2048; ++i) each_once[i] = i;
   EXPECT_EQ(seen, each_once) << "every image of the epoch exactly once";
   // The same 64 images at each step, split 4 ways instead of 2.
-  for (int step = 20; step < 23; ++step) {
+  for (int step = 21; step <= 23; ++step) {
     auto x = before.at(step), y = after.at(step);
     std::sort(x.begin(), x.end()), std::sort(y.begin(), y.end());
     EXPECT_EQ(x, y) << "step " << step;

@@ -5,6 +5,7 @@
 //   ./build-cpu/trace_merge -o runs/trace.json runs/trace.rank0.json runs/trace.rank1.json
 //   then open runs/trace.json in https://ui.perfetto.dev (or chrome://tracing)
 //   ./build-cpu/trace_merge --text runs/trace.json --step 10      # step 10 of every rank, as text
+// Steps count from 1, as the progress lines do: --step 10 draws what "step 10" reports.
 // The trainer (05_ddp --trace runs/trace.json) merges by itself at the end of a run; merging by
 // hand is for the files of a run that did not end (a rank died), or of ranks on several hosts.
 //
@@ -34,29 +35,50 @@ struct Span {
   double ts = 0, dur = 0;
 };
 
-// Step `step` (the step-th "forward" of each rank, counting from 0) from its forward to the next
-// forward, one line per rank and track, `width` characters wide. A span is its name, cut to
-// its length and padded with '='; spans shorter than a character show as '|'.
+// Step `step` from its first forward to the next step's, one line per rank and track, `width`
+// characters wide. Steps count from 1, as the progress lines do. A forward belongs to the step
+// after the rank's last "optimizer" span before it (with --grad-accum K a step holds K forwards;
+// its first opens the step), numbered from the step 05's trainer wrote with its first "step
+// done" instant: a run resumed at step 20 traced steps 21, 22, ...; a trace without such
+// instants (03, 04) starts at step 1. A span is its name, cut to its length and padded with
+// '='; spans shorter than a character show as '|'.
 void print_step(const std::string& path, int step, int width) {
   std::vector<Span> spans;
+  std::map<int, std::vector<double>> forwards, optimizer_ends;  // rank -> start of each forward, end of each optimizer span
+  std::map<int, std::pair<double, int>> first_done;              // rank -> time and step of its first "step done"
   for (const nlohmann::json& e : ddp::read_trace_events(path)) {
-    if (e.value("ph", "") != "X") continue;
-    spans.push_back({e.value("name", ""), static_cast<int>(ddp::event_number(e, "pid")), static_cast<int>(ddp::event_number(e, "tid")),
-                     ddp::event_number(e, "ts"), ddp::event_number(e, "dur")});
-  }
-  std::map<int, std::vector<double>> forwards;  // rank -> start of each forward
-  for (const Span& s : spans) {
-    if (s.name == "forward") forwards[s.pid].push_back(s.ts);
+    const std::string ph = e.value("ph", ""), name = e.value("name", "");
+    const int rank = static_cast<int>(ddp::event_number(e, "pid"));
+    const double ts = ddp::event_number(e, "ts");
+    if (ph == "i" && name == "step done" && (!first_done.count(rank) || ts < first_done[rank].first)) {
+      first_done[rank] = {ts, static_cast<int>(ddp::event_number(e, "step"))};
+    }
+    if (ph != "X") continue;
+    spans.push_back({name, rank, static_cast<int>(ddp::event_number(e, "tid")), ts, ddp::event_number(e, "dur")});
+    if (name == "forward") forwards[rank].push_back(ts);
+    if (name == "optimizer") optimizer_ends[rank].push_back(ts + spans.back().dur);
   }
   if (forwards.empty()) throw ddp::UsageError(path + ": no \"forward\" spans: not a --trace file of 03, 04 or 05");
   double from = INFINITY, to = -INFINITY;
   for (auto& [rank, f] : forwards) {
-    std::sort(f.begin(), f.end());
-    if (step < 0 || step + 1 >= static_cast<int>(f.size())) {
-      throw ddp::UsageError("--step " + std::to_string(step) + ": rank " + std::to_string(rank) + " traced " +
-                            std::to_string(f.size()) + " forwards (the last step has no next forward to end it)");
+    std::vector<double>& ends = optimizer_ends[rank];
+    std::sort(f.begin(), f.end()), std::sort(ends.begin(), ends.end());
+    auto ended_by = [&](double t) { return static_cast<int>(std::upper_bound(ends.begin(), ends.end(), t) - ends.begin()); };
+    const int first = first_done.count(rank) ? first_done[rank].second - ended_by(first_done[rank].first) + 1 : 1;
+    auto step_of = [&](double forward) { return first + ended_by(forward); };
+    auto start_of = [&](int n) {  // the first forward of step n, or NaN
+      for (double t : f) {
+        if (step_of(t) == n) return t;
+      }
+      return std::nan("");
+    };
+    const double a = start_of(step), b = start_of(step + 1);
+    if (std::isnan(a) || std::isnan(b)) {
+      throw ddp::UsageError("--step " + std::to_string(step) + ": rank " + std::to_string(rank) + " traced steps " +
+                            std::to_string(step_of(f.front())) + " to " + std::to_string(step_of(f.back())) +
+                            ", and a step ends where the next one's forward starts: the last has none");
     }
-    from = std::min(from, f[step]), to = std::max(to, f[step + 1]);
+    from = std::min(from, a), to = std::max(to, b);
   }
   const double per_char = (to - from) / width;
   std::printf("step %d, %.2f ms from the first rank's forward to the last rank's next one; one character = %.3f ms\n", step,
@@ -92,8 +114,7 @@ int main(int argc, char** argv) {
   app.add_option("-o,--out", out, "The merged trace to write");
   app.add_option("inputs", inputs, "The per-rank files (<name>.rank<r>.json)")->check(CLI::ExistingFile);
   app.add_option("--text", text, "Instead: draw one step of this trace (merged or one rank's) as text")->check(CLI::ExistingFile);
-  app.add_option("--step", step, "With --text: which step (the n-th forward of each rank, from 0)")
-      ->check(CLI::NonNegativeNumber);
+  app.add_option("--step", step, "With --text: which step, counted from 1 as in the progress lines")->check(CLI::PositiveNumber);
   app.add_option("--width", width, "With --text: characters for the whole step")->check(CLI::Range(20, 1000));
   ddp::parse_flags(app, argc, argv);
   ddp::set_log_identity("trace_merge");

@@ -21,7 +21,7 @@ SampleLog::~SampleLog() {
 
 void SampleLog::record(int64_t step, const std::vector<int64_t>& order, int64_t from, int64_t to) {
   if (!f_) return;
-  std::string line = std::to_string(step);
+  std::string line = std::to_string(step + 1);  // the step as the progress lines number it
   for (int64_t i = from; i < to; ++i) line += " " + std::to_string(order[i]);
   std::fputs((line + "\n").c_str(), f_);
   std::fflush(f_);  // a rank killed on purpose keeps what it recorded

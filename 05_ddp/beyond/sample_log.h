@@ -13,8 +13,9 @@ namespace ddp {
 // resumed at another world size meets the same images at the same step) are claims about
 // indices, so they can be checked from indices: with --record-samples <path> each rank appends
 // one line per micro-batch, "step i1 i2 ...", to <path>.rank<r>, flushed at once so that a rank
-// killed on purpose keeps what it recorded; a resumed run continues the file. The tests read
-// these files back (tests/test_trainer.cpp).
+// killed on purpose keeps what it recorded; a resumed run continues the file. The step counts
+// from 1, as the progress lines, checkpoints and --kill-at-step do. The tests read these files
+// back (tests/test_trainer.cpp).
 class SampleLog {
  public:
   // Off with "". UsageError when the file cannot be opened.
@@ -22,7 +23,7 @@ class SampleLog {
   ~SampleLog();
   SampleLog(const SampleLog&) = delete;
   SampleLog& operator=(const SampleLog&) = delete;
-  // The micro-batch order[from, to) of `step`.
+  // The micro-batch order[from, to) of the training loop's `step` (from 0), written as step + 1.
   void record(int64_t step, const std::vector<int64_t>& order, int64_t from, int64_t to);
 
  private:

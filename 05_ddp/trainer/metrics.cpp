@@ -11,6 +11,7 @@
 #include "common/basics/log.h"
 #include "common/basics/paths.h"
 #include "common/launch/error_file.h"
+#include "common/observe/trace.h"
 
 namespace ddp {
 
@@ -72,6 +73,9 @@ Progress::Progress(RunOutput& out, int64_t total_steps, int64_t steps_per_epoch,
     : out_(out), total_(total_steps), per_epoch_(steps_per_epoch), samples_per_step_(samples_per_step), epochs_(epochs), every_(every) {}
 
 void Progress::step_done(int64_t step, const torch::Tensor& loss, double lr) {
+  // --trace: the step's number, counted from 1 as on this console, so that trace_merge --text
+  // --step N draws the step N printed here, also when the run resumed from a checkpoint.
+  if (trace().on()) trace().instant("step done", "train", wall_us(), Trace::kCompute, {{"step", step + 1}});
   const bool print = (step + 1) % every_ == 0 || step + 1 == total_;
   // See Note [The data path on a GPU]: reading a GPU value waits for the GPU to catch up.
   auto check = [&](double value, const char* when) {

@@ -96,7 +96,7 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
   app.add_option("--skip-rank", o.skip_rank, "Fault injection: this rank does not start bucket 0's all-reduce ...")->check(CLI::NonNegativeNumber);
   app.add_option("--skip-at-step", o.skip_at_step, "... in this step (1 is the first)")->check(CLI::PositiveNumber);
   app.add_option("--record-samples", o.record_samples,
-                 "Each rank appends the dataset indices of every step to <path>.rank<r> (which images each rank saw)");
+                 "Each rank appends a line per micro-batch, its step (1 is the first) and dataset indices, to <path>.rank<r> (which images each rank saw)");
   app.add_option("--trace", o.trace,
                  "Write a Chrome/Perfetto timeline: each rank <stem>.rank<r>.json, merged by rank 0 into this file at the end");
   app.add_option("--requeue-signal", o.requeue_signal,

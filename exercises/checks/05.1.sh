@@ -3,25 +3,31 @@
 # kind: observation
 # time: 15 min
 # build: 05_ddp 02_spawn
-# proves: the number you wrote down is the number of buckets the CNN's DDP rebuilds at
-#         --bucket-cap-mb 0.05, read from the run at check time. At that cap exercise 05.2 (the
-#         cap cuts the first bucket too) changes no bucket, so the answer is the same before and
-#         after it; the PASS line says why each bucket is as large as it is.
+# proves: the number you wrote down, worked out from the buckets the CNN gets at --bucket-cap-mb
+#         0.05 (the run the exercise gives) and the chapter's rule for the first iteration, is the
+#         number of bucket all-reduces rank 0 starts in 5 steps of the CNN at --bucket-cap-mb 0.1
+#         (its --trace), a cap the exercise gives no command for. At that cap exercise 05.2 (the cap
+#         cuts the first bucket too) changes no bucket, so the answer is the same before and after
+#         it; the PASS line says why each bucket is as large as it is.
 source "$(dirname "$0")/lib.sh"
 read_answer 05.1
-run 90 "$WORK/cnn.log" 05_ddp --nproc-per-node 2 --model cnn --bucket-cap-mb 0.05 --synthetic --train-samples 512 \
-  --test-samples 64 --max-steps 2 --expect-accuracy 0 --out "$WORK/cnn" --reset ||
+steps=5
+run 90 "$WORK/cnn.log" 05_ddp --nproc-per-node 2 --model cnn --bucket-cap-mb 0.1 --synthetic --train-samples 512 \
+  --test-samples 64 --batch-size 16 --max-steps $steps --expect-accuracy 0 --trace "$WORK/cnn.json" --out "$WORK/cnn" --reset ||
   fail "05_ddp failed: $(tail -n 3 "$WORK/cnn.log")"
+[ -f "$WORK/cnn.rank0.json" ] || fail "05_ddp wrote no trace of rank 0: $(tail -n 3 "$WORK/cnn.log")"
+truth=$(grep -c '"name":"all-reduce bucket' "$WORK/cnn.rank0.json")
 line=$(last_match '^\[rank 0/2\] buckets rebuilt' "$WORK/cnn.log")
-truth=$(bucket_count "$line")
-[ -n "$truth" ] || fail "05_ddp printed no 'buckets rebuilt' line: $(tail -n 3 "$WORK/cnn.log")"
-[ "$ANSWER" = "$truth" ] || fail "you wrote '$ANSWER'; run the CNN with --bucket-cap-mb 0.05 and read the 'buckets rebuilt' line (one number)"
+buckets=$(bucket_count "$line")
+[ -n "$buckets" ] || fail "05_ddp printed no 'buckets rebuilt' line: $(tail -n 3 "$WORK/cnn.log")"
+[ "$ANSWER" = "$truth" ] ||
+  fail "you wrote '$ANSWER'; write one number: the bucket all-reduces (not the stop flag's) rank 0 starts in $steps steps of the CNN at --bucket-cap-mb 0.1: how many buckets at that cap, and how many in the first iteration?"
 # Why each bucket is as large as it is, bucket by bucket from the line: "bucketN <size> (<tensors>)".
-mapfile -t buckets < <(grep -o 'bucket[0-9]* [0-9.]* [KM]\{0,1\}i\{0,1\}B ([^)]*)' <<< "$line")
-last=$(sed -n 's/.* to \([^)]*\))$/\1/p' <<< "${buckets[0]}")
-why="${buckets[0]} closed only with its last tensor, ${last:-the largest}: the tensors before it hold far less than the first bucket's limit, 1 MiB, and less than 0.05 MiB too, the limit once 05.2 is solved: the same bucket either way"
-for ((b = 1; b < ${#buckets[@]}; b++)); do
-  if [ $b -lt $((${#buckets[@]} - 1)) ]; then why+="; ${buckets[$b]} reached the cap, 0.05 MiB"
-  else why+="; ${buckets[$b]} is what was left, below the cap, when backward ended"; fi
+mapfile -t parts < <(grep -o 'bucket[0-9]* [0-9.]* [KM]\{0,1\}i\{0,1\}B ([^)]*)' <<< "$line")
+last=$(sed -n 's/.* to \([^)]*\))$/\1/p' <<< "${parts[0]}")
+why="${parts[0]} closed only with its last tensor, ${last:-the largest}: the tensors before it hold far less than the first bucket's limit, 1 MiB, and less than 0.1 MiB too, the limit once 05.2 is solved: the same bucket either way"
+for ((b = 1; b < ${#parts[@]}; b++)); do
+  if [ $b -lt $((${#parts[@]} - 1)) ]; then why+="; ${parts[$b]} reached the cap, 0.1 MiB"
+  else why+="; ${parts[$b]} is what was left, below the cap, when backward ended"; fi
 done
-pass "$truth buckets: $why"
+pass "$truth bucket all-reduces in $steps steps: the first iteration in one bucket holding everything (the order is known only after one backward), then $buckets buckets in each of the $((steps - 1)) other steps. $why"

@@ -41,7 +41,8 @@
 
 namespace {
 using spawn::Plan, spawn::Worker;
-spawn::Outcome run_attempt(const Plan& plan, int attempt);  // steps 2 to 6, below main
+spawn::Outcome run_attempt(const Plan& plan, int attempt);     // steps 2 to 6, below main
+int run_worker(const Worker& w, const Plan& plan, int port_fd);  // step 3, in each child
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -73,12 +74,8 @@ int main(int argc, char** argv) {
 
 namespace {
 
-int run_worker(const Worker& w, const Plan& plan, int port_fd);  // step 3, below
-
-// 2. Fork the workers before LibTorch computes anything or starts a thread: a child gets only
-//    the thread that called fork(), and a lock another thread held (an OpenMP pool, the store's
-//    server) stays locked in it for ever (README, "Fork first"). On a restart the last
-//    attempt's store and its thread are gone: one thread again. Each child runs step 3.
+// 2. Fork the workers while the launcher has one thread (README, "Fork first"): before LibTorch
+//    computes anything and, on a restart, once the last attempt's store and its thread are gone.
 std::vector<Worker> fork_workers(const Plan& plan, int attempt, const std::string& error_dir) {
   std::vector<Worker> workers(plan.world);
   const pid_t launcher = ::getpid();
@@ -99,8 +96,8 @@ std::vector<Worker> fork_workers(const Plan& plan, int attempt, const std::strin
       // --link only: enter the node's namespaces (network, host name): a process of that host.
       if (!plan.links.enter(w.node)) std::perror("02_spawn: could not enter the node's namespaces"), ::_exit(1);
       sigprocmask(SIG_SETMASK, &plan.previous, nullptr);  // unblock step 1's signals: SIGTERM stops a worker
-      // A pipe reports its end only once every writer closed it: keep no write end, neither ours
-      // nor the siblings', so that a launcher that dies or sends nothing ends a worker's wait at once.
+      // A pipe reports its end once every writer closed it: keep no write end (ours, the siblings'),
+      // so that a launcher that dies or sends nothing ends the worker's wait at once.
       ::close(fds[1]);
       for (int k = 0; k < r; ++k) ::close(workers[k].port_fd);
       ::setenv(ddp::kErrorFileVar, w.error_file.c_str(), 1);  // where it writes why it failed (step 6)
@@ -113,9 +110,8 @@ std::vector<Worker> fork_workers(const Plan& plan, int attempt, const std::strin
   return workers;
 }
 
-// 3. The worker, in each child: everything chapter 01 did, but its rank comes from the launcher.
-//    (Or any program, given its rank in the environment as torchrun does: Note [A program as
-//    the workers].) It waits for the store's port, which the launcher sends in step 4.
+// 3. The worker, in each child: chapter 01, its rank from the launcher (or any program, its rank
+//    in the environment: Note [A program as the workers]). It waits for step 4's store port.
 int run_worker(const Worker& w, const Plan& plan, int port_fd) {
   ddp::RankInfo info = plan.base;
   const std::string who = "assigned by 02_spawn";
@@ -173,7 +169,7 @@ spawn::Outcome run_attempt(const Plan& plan, int attempt) {
   //    on to the workers (a scheduler's preemption signal must reach them).
   int alive = plan.world, stop_signal = 0;  // stop_signal: a SIGINT/SIGTERM the launcher received and passed on
   bool stopping = false;
-  double kill_at = INFINITY;
+  double kill_at = INFINITY;  // when --grace runs out
   auto signal_running = [&](int sig) {  // kill() sends any signal, not only SIGKILL
     for (Worker& w : workers) if (!w.done) ::kill(w.pid, sig);
   };

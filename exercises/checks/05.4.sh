@@ -3,9 +3,10 @@
 # kind: observation
 # time: 10 min
 # build: 05_ddp 02_spawn
-# proves: the number you wrote down, worked out from cnn_bn's parameter count, is the number of
-#         bytes of gradient storage that --gradient-as-bucket-view saved each rank in a real run
-#         (the "gradient memory" lines of two runs, with and without the flag).
+# proves: the number you wrote down, worked out from cnn_bn's layer shapes (the exercise gives no
+#         command for that model), is the number of bytes of gradient storage that
+#         --gradient-as-bucket-view saved each rank in a real run (the "gradient memory" lines of
+#         two runs, with and without the flag).
 source "$(dirname "$0")/lib.sh"
 read_answer 05.4
 for mode in copies views; do
@@ -20,5 +21,6 @@ copies=$(apart "$WORK/copies.log") views=$(apart "$WORK/views.log")
 [ -n "$copies" ] && [ -n "$views" ] || fail "05_ddp printed no 'gradient memory' line: $(tail -n 3 "$WORK/views.log")"
 truth=$((copies - views))
 [ "$ANSWER" = "$truth" ] ||
-  fail "you wrote '$ANSWER'; a float32 gradient takes 4 bytes per parameter, and the 'model cnn_bn:' line gives the count (one number, in bytes)"
-pass "without the flag every gradient is stored twice; with it .grad() is a view into the bucket: $truth bytes saved per rank"
+  fail "you wrote '$ANSWER'; a float32 gradient takes 4 bytes per parameter; count cnn_bn's: the CNN's, plus a weight and a bias per channel of each BatchNorm2d (one number, in bytes)"
+params=$(sed -n 's/^\[rank 0\/2\] model cnn_bn: \([0-9]*\) parameters.*/\1/p' "$WORK/copies.log" | head -n 1)
+pass "without the flag every gradient is stored twice, in .grad() and in its bucket; with it .grad() is a view into the bucket: $truth bytes saved per rank, ${params:-its} parameters x 4 bytes (the CNN's and a weight and a bias for each of BatchNorm's 32 + 64 channels)"

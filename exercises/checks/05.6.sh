@@ -3,12 +3,13 @@
 # kind: observation
 # time: 15 min
 # build: 05_ddp 02_spawn
-# proves: the two numbers you wrote down are, for 2018 images over 3 ranks with --uneven-shards
-#         --join, the rank that ran out of data at the epoch's end and the rank whose model every
-#         rank took (the highest of those that trained the last step: Note [Uneven inputs and Join]).
+# proves: the numbers you wrote down are, for 481 images over 3 ranks with --uneven-shards --join
+#         (the exercise runs 2018 and gives no command for 481), the ranks that ran out of data at
+#         the epoch's end and the rank whose model every rank took (the highest of those that
+#         trained the last step: Note [Uneven inputs and Join]).
 source "$(dirname "$0")/lib.sh"
 read_answer 05.6
-run 120 "$WORK/join.log" 05_ddp --nproc-per-node 3 --train-samples 2018 --batch-size 32 --max-steps 22 --test-samples 64 \
+run 120 "$WORK/join.log" 05_ddp --nproc-per-node 3 --train-samples 481 --batch-size 32 --max-steps 6 --test-samples 64 \
   --expect-accuracy 0 --uneven-shards --join --out "$WORK/join" --reset ||
   fail "05_ddp failed: $(tail -n 3 "$WORK/join.log")"
 out=$(grep -o '^\[rank [0-9]*/3\] out of data' "$WORK/join.log" | sed 's/^\[rank \([0-9]*\).*/\1/' | sort -u | tr '\n' ' ')
@@ -16,5 +17,6 @@ src=$(last_match 'every rank takes the model of rank' "$WORK/join.log" | sed -n 
 [ -n "$src" ] && [ -n "$out" ] || fail "05_ddp printed no Join lines: $(tail -n 3 "$WORK/join.log")"
 truth="${out% } $src"
 [ "$ANSWER" = "$truth" ] ||
-  fail "you wrote '$ANSWER'; write the rank that printed 'out of data', then the rank whose model every rank took"
-pass "rank ${out% } sat out the last step (2018 images over 3 ranks: 673, 673 and 672, so 22, 22 and 21 batches of 32); every rank took rank $src's model, the highest of the ranks that trained the last step (Note [Uneven inputs and Join])"
+  fail "you wrote '$ANSWER'; for 481 images over 3 ranks, write the ranks that run out of data, then the rank whose model every rank takes: the first 481 % 3 ranks get one image more"
+trained=$(for r in 0 1 2; do [[ " $out" == *" $r "* ]] || echo -n "$r "; done)
+pass "ranks ${out% } sat out the last step (481 images over 3 ranks: 161, 160 and 160, so 6, 5 and 5 batches of 32); every rank took rank $src's model, the highest of the ranks that trained the last step (here ${trained% }; Note [Uneven inputs and Join])"

@@ -9,7 +9,7 @@
 #         trained the last step: Note [Uneven inputs and Join]).
 source "$(dirname "$0")/lib.sh"
 read_answer 05.6
-run 120 "$WORK/join.log" 05_ddp --nproc-per-node 3 --train-samples 481 --batch-size 32 --max-steps 6 --test-samples 64 \
+run 120 "$WORK/join.log" 05_ddp --nproc-per-node 3 --synthetic --train-samples 481 --batch-size 32 --max-steps 6 --test-samples 64 \
   --expect-accuracy 0 --uneven-shards --join --out "$WORK/join" --reset ||
   fail "05_ddp failed: $(tail -n 3 "$WORK/join.log")"
 out=$(grep -o '^\[rank [0-9]*/3\] out of data' "$WORK/join.log" | sed 's/^\[rank \([0-9]*\).*/\1/' | sort -u | tr '\n' ' ')

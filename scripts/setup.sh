@@ -27,7 +27,8 @@ resolve_flavours "[setup]" ${*:-${DDP_FLAVOURS:-}}
 # 1. Debian packages (as root; apt-get update only when something is missing).
 # libopenblas0-pthread: Debian's libtorch computes on whatever libblas.so.3 is installed, and
 # --no-install-recommends would leave the reference BLAS, 3-7x slower (Note [Which BLAS] in
-# common/compute/blas.h). The pthread build measured best with 2 ranks on 2 cores (05_ddp/going_further/measured.md).
+# common/compute/blas.h). The pthread build measured best with 2 ranks on 2 cores
+# (docs/measured.md, "The BLAS under Debian's LibTorch").
 # iproute2: `ip` and `tc`, which --link uses to make simulated nodes hosts (Note [Nodes as hosts]).
 packages=(g++ make cmake binutils libtorch-dev libgloo-dev libopenblas0-pthread libcli11-dev libgtest-dev zlib1g-dev
           nlohmann-json3-dev python3-venv python3-torch dataset-fashion-mnist iproute2)

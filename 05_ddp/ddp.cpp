@@ -2,14 +2,12 @@
 //
 // Read: the Notes, then the constructor and the hook in the order they run: on_gradient_ready()
 // (step 4), launch_ready_buckets() (step 5), finish_backward() (steps 6-7: the wait and the rebuild).
-// Skip on a first reading: ddp_interface.cpp (what composes onto the class) and ddp_options.cpp.
 #include "05_ddp/ddp.h"
 
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
 #include <algorithm>
-#include <map>
 
 #include "common/basics/errors.h"
 #include "common/basics/log.h"
@@ -38,13 +36,8 @@ namespace ddp {
 // bucket_size_limits = [sys.maxsize], unless find_unused_parameters or static_graph is set),
 // and that bucket is complete only when backward is: the first iteration has no overlap.
 // After it DDP knows the real order: it rebuilds the buckets in that order, once, with the
-// 1 MiB first bucket and then the cap, the small bucket now the first to be ready.
-// The layout decides more than speed: with more than two ranks, Gloo's ring all-reduce adds
-// up each element in an order set by where it sits in its bucket, so another layout rounds
-// differently (two ranks only ever compute a + b, which is b + a exactly). A run resumed from a
-// checkpoint must therefore continue with the rebuilt buckets, not build the first-iteration
-// ones again: the checkpoint carries them (resume.cpp). Without that, a 4-rank run requeued
-// by Slurm ended with other parameters than an uninterrupted one (tests/test_slurm.cpp).
+// 1 MiB first bucket and then the cap, the small bucket now the first to be ready. The layout
+// also decides how the sums round, so a checkpoint carries it (Note [Resuming in the same buckets]).
 //
 // Note [Divide before the sum]
 // Each gradient is multiplied by 1/world while it is copied into its bucket, then the bucket
@@ -74,7 +67,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
                                                  size_t bucket_cap_bytes)
     : module_(std::move(module)), group_(group), cap_bytes_(bucket_cap_bytes) {
   set_gradient_divisor(group_.size());  // 1/world, multiplied in while copying (Note [Divide before the sum])
-  // 1. Every rank starts from rank 0's weights (and buffers): flat broadcasts, side by side.
+  // 1. Every rank starts from rank 0's weights (and buffers): one flat broadcast per dtype
+  //    (broadcast_from(), in ddp_interface.cpp beside sync_buffers(), which uses it too).
   broadcast_from(module_state(), "parameters");
 
   // 2. The first iteration's bucket: every parameter, in definition order (Note [Rebuilding
@@ -97,28 +91,6 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
           return outputs;
         }));
     accumulators_.push_back(std::move(accumulator));
-  }
-}
-
-std::vector<torch::Tensor> DistributedDataParallel::module_state() const {
-  std::vector<torch::Tensor> state = module_->parameters();
-  for (auto& b : module_->buffers()) state.push_back(b);
-  return state;
-}
-
-void DistributedDataParallel::broadcast_from(const std::vector<torch::Tensor>& tensors, const std::string& tag, int src) {
-  torch::NoGradGuard no_grad;
-  std::map<c10::ScalarType, std::vector<torch::Tensor>> by_type;  // one flat broadcast per dtype
-  for (const auto& t : tensors) by_type[t.scalar_type()].push_back(t);
-  for (auto& [type, same_type] : by_type) {
-    std::vector<torch::Tensor> pieces;
-    for (auto& t : same_type) pieces.push_back(t.detach().reshape(-1));
-    std::vector<torch::Tensor> flat{torch::cat(pieces)};
-    c10d::BroadcastOptions from;
-    from.rootRank = src;
-    run(group_, "broadcast", tag, flat[0].numel() * flat[0].element_size(), [&] { return group_.pg->broadcast(flat, from); });
-    int64_t at = 0;
-    for (auto& t : same_type) t.copy_(flat[0].narrow(0, at, t.numel()).view_as(t)), at += t.numel();
   }
 }
 
@@ -163,20 +135,14 @@ void DistributedDataParallel::on_gradient_ready(size_t i) {
   Bucket& b = buckets_[bucket_of_[i]];
   const torch::Tensor& grad = params_[i].grad();
   torch::Tensor view = b.flat.narrow(0, b.offsets[slot_of_[i]], grad.numel());
-  if (as_bucket_view_) {
-    gradient_into_view(i, view);  // gradient_as_bucket_view: Note [Gradients as bucket views]
-  } else {
-    copy_into_bucket(view, grad);
-  }
+  if (as_bucket_view_) gradient_into_view(i, view);  // Note [Gradients as bucket views]
+  else copy_into_bucket(view, grad);
   if (--b.pending == 0) launch_ready_buckets();
 }
 
 void DistributedDataParallel::copy_into_bucket(torch::Tensor& view, const torch::Tensor& grad) {
-  if (!hook_) {
-    at::mul_out(view, grad.reshape(-1), inverse_world_);  // one kernel, as PyTorch's reducer
-  } else {
-    view.copy_(grad.reshape(-1));
-  }
+  if (hook_) view.copy_(grad.reshape(-1));
+  else at::mul_out(view, grad.reshape(-1), inverse_world_);  // one kernel, as PyTorch's reducer
 }
 
 void DistributedDataParallel::launch_ready_buckets() {
@@ -184,16 +150,9 @@ void DistributedDataParallel::launch_ready_buckets() {
   //    must issue the same collectives in the same order, whatever order its gradients came in.
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     Bucket& b = buckets_[next_bucket_];
-    const std::string tag = "bucket" + std::to_string(next_bucket_);
-    trace().instant(tag + " ready", "ddp", wall_us(), Trace::kCompute);
-    if (hook_) {  // a communication hook (ddp.h) decides what travels, and starts it
-      GradBucket bucket = grad_bucket(next_bucket_);
-      b.reduction = hook_(bucket);
-    } else {
-      std::vector<torch::Tensor> t{b.flat};
-      // Returns at once; Gloo works in its own threads. Recorded and traced by issue().
-      b.reduction.work = issue(group_, "all-reduce", tag, t[0].numel() * t[0].element_size(), [&] { return group_.pg->allreduce(t); });
-    }
+    trace().instant("bucket" + std::to_string(next_bucket_) + " ready", "ddp", wall_us(), Trace::kCompute);
+    GradBucket bucket = grad_bucket(next_bucket_);  // `flat` and its gradients, as a comm hook sees them
+    b.reduction = run_comm_hook(bucket);  // allreduce_sum() (below), unless a hook is registered
     ready_at_launch_.push_back(ready_order_.size());
     ++next_bucket_;
   }
@@ -233,6 +192,17 @@ void DistributedDataParallel::finish_backward() {
     build_buckets(assign_buckets(ready_order_, bytes_, cap_bytes_ == kOneBucket ? kOneBucket : kFirstBucketBytes, cap_bytes_));
     log0("buckets rebuilt in the order gradients became ready: " + describe_buckets());
   }
+}
+
+// The default: the sum of the bucket, each gradient divided already (Note [Divide before the sum]).
+Reduction allreduce_sum(Group& group, GradBucket& bucket) {
+  std::vector<torch::Tensor> t{bucket.buffer};
+  // Returns at once; Gloo works in its own threads. Recorded and traced by issue() (comm_hook.h).
+  return {issue(group, "all-reduce", bucket.tag, t[0].numel() * t[0].element_size(), [&] { return group.pg->allreduce(t); }), {}};
+}
+
+Reduction DistributedDataParallel::run_comm_hook(GradBucket& bucket) {
+  return hook_ ? hook_(bucket) : allreduce_sum(group_, bucket);
 }
 
 }  // namespace ddp

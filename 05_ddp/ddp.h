@@ -1,12 +1,8 @@
 // defines: DistributedDataParallel, the chapter's lesson: chapter 04's hooks, grouped into buckets.
 //
-// Read: this header down to "Composing onto the class", then ddp.cpp: the buckets, the hook on
-// each gradient, the launch order, the rebuild after the first iteration, and no_sync().
-// Skip on a first reading: the rest of the header. It is how the pages of going_further/ compose
-// onto the class without the class knowing them, as in PyTorch: a communication hook is a
-// function handed to the class (fp16, PowerSGD), Join drives the class through what it exposes,
-// observers watch each backward (the overlap share). Its code is in ddp_interface.cpp; the two
-// options of PyTorch's reducer itself are in ddp_options.cpp.
+// Read: this header down to "Composing onto the class", then ddp.cpp. Skip on a first reading
+// the rest: how going_further/'s pages compose onto the class without the class knowing them
+// (ddp_interface.cpp), and two options of PyTorch's reducer itself (ddp_options.cpp).
 #pragma once
 #include <torch/torch.h>
 
@@ -15,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "common/observe/flight_recorder.h"
+#include "05_ddp/comm_hook.h"
 #include "common/group/process_group.h"
 
 namespace ddp {
@@ -32,16 +28,6 @@ constexpr size_t kOneBucket = SIZE_MAX;
 std::vector<std::vector<size_t>> assign_buckets(const std::vector<size_t>& order, const std::vector<size_t>& sizes_bytes,
                                                 size_t first_limit, size_t cap);
 
-// A bucket's reduction in flight: the collective to wait for (none: `work.work` is null) and
-// what turns its result into the bucket's average once it is done (nothing, for a plain sum).
-// issue(group, ...) starts a collective and returns at once with a Pending: c10d's Work (the
-// handle chapter 03's send and recv returned), numbered by the flight recorder, which names a
-// rank when one fails; wait(group, pending) blocks until it is done (flight_recorder.h).
-struct Reduction {
-  Pending work;
-  std::function<void()> finish;
-};
-
 class DistributedDataParallel {
  public:
   struct Bucket {
@@ -49,7 +35,7 @@ class DistributedDataParallel {
     std::vector<int64_t> offsets;
     torch::Tensor flat;    // every gradient of the bucket, side by side: one all-reduce for all
     size_t pending = 0;    // gradients of this backward still to come
-    Reduction reduction;   // its all-reduce, started when pending reaches 0
+    Reduction reduction;   // its all-reduce, started when pending reaches 0: the Work to wait for (comm_hook.h)
   };
 
   // Broadcasts the module's parameters and buffers from rank 0, builds the buckets and puts a
@@ -75,95 +61,69 @@ class DistributedDataParallel {
   // forward, also in no_sync() and before evaluating. See Note [Buffers].
   void sync_buffers();
 
-  // For the log: "2 buckets: bucket0 3.07 MiB (4 tensors, fc2.bias to fc1.weight), ...", and the
-  // limits they were cut at.
+  // For the log: "2 buckets: bucket0 3.07 MiB (4 tensors, fc2.bias to fc1.weight), ..." and limits.
   std::string describe_buckets() const;
 
   // ---- Composing onto the class (ddp_interface.cpp): skip on a first reading ----
 
-  // What a communication hook is given: PyTorch's GradBucket.
-  struct GradBucket {
-    size_t index;
-    bool is_last;                          // the backward's last bucket
-    torch::Tensor buffer;                  // the gradients as they are (not divided), side by side
-    std::vector<torch::Tensor> gradients;  // views into `buffer`, shaped as the parameters
-    std::string tag;                       // "bucket0": its name in the flight recorder and --trace
-  };
-  // A hook starts the bucket's collectives and returns them; the bucket's average must be in
-  // `buffer` once the Reduction is waited for and finished (PyTorch's hook(state, bucket) ->
-  // Future). Without one, the class divides while copying and all-reduces the sum.
-  using CommHook = std::function<Reduction(GradBucket&)>;
-  // ddp_model.register_comm_hook(state, hook) in PyTorch: before the first backward.
+  // ddp_model.register_comm_hook(state, hook) in PyTorch (comm_hook.h): before the first backward.
   void register_comm_hook(CommHook hook);
   const CommHook& comm_hook() const { return hook_; }
-  // What PyTorch's Join hook for DDP uses (_match_all_reduce_for_bwd_pass): the buckets, in
-  // bucket order, as zeros; and the bucket's collective as the class starts it (hook or not).
-  std::vector<GradBucket> zeros_like_buckets() const;
+  // The bucket's collectives as the class starts them: the hook's, or allreduce_sum().
   Reduction run_comm_hook(GradBucket& bucket);
-  // Divide the gradients by n instead of the world size, from the next backward on (PyTorch's
-  // reducer divides by what Join reports: the ranks still training).
+  // What PyTorch's Join hook for DDP shadows a step with (_match_all_reduce_for_bwd_pass): the
+  // buckets, in bucket order, as zeros, each then given to run_comm_hook().
+  std::vector<GradBucket> zeros_like_buckets() const;
+  // Divide by n instead of the world size from the next backward on (Join: the ranks still training).
   void set_gradient_divisor(int n);
   // Every rank takes rank `src`'s parameters and buffers (PyTorch's _sync_params_and_buffers).
   void sync_params_and_buffers(int src);
-
   // Watches every synchronising backward once its collectives are done; `computed_us` is when its
-  // last gradient was ready (for Note [Overlap share]).
+  // last gradient was ready (Note [Overlap share]).
   using Observer = std::function<void(const DistributedDataParallel&, double computed_us)>;
   void observe_backward(Observer observer) { observers_.push_back(std::move(observer)); }
 
   const std::vector<torch::Tensor>& parameters() const { return params_; }  // those that get a gradient
   const std::vector<Bucket>& buckets() const { return buckets_; }
-  // The buckets, as lists of parameter indices in the order their all-reduces start.
-  std::vector<std::vector<size_t>> bucket_assignment() const;
+  std::vector<std::vector<size_t>> bucket_assignment() const;  // parameter indices, in launch order
   bool rebuilt() const { return rebuilt_; }
-  // Collectives started by the last synchronising backward (one per bucket).
-  int allreduces_last_backward() const { return launched_last_; }
-  // For each bucket of the last synchronising backward: how many gradients had arrived when its
-  // all-reduce started. Fewer than all of them = it overlapped the rest of backward.
+  int allreduces_last_backward() const { return launched_last_; }  // one per bucket
+  // Per bucket of the last synchronising backward: the gradients that had arrived when its
+  // all-reduce started (fewer than all: it overlapped the rest of backward).
   const std::vector<size_t>& gradients_ready_at_launch() const { return ready_at_launch_; }
-
-  // A resumed run continues with the buckets the interrupted one had rebuilt (kept in its
-  // checkpoint): see Note [Rebuilding the buckets]. Throws UsageError unless `assignment` holds
-  // every parameter that gets a gradient exactly once.
+  // A resumed run keeps the buckets the interrupted one had rebuilt (Note [Rebuilding the
+  // buckets]). UsageError unless `assignment` holds every parameter that gets a gradient once.
   void restore_buckets(const std::vector<std::vector<size_t>>& assignment);
 
-  // ---- Two options of PyTorch's reducer itself (ddp_options.cpp): see Note [Reducer options] ----
+  // ---- Two options of PyTorch's reducer itself (ddp_options.cpp): Note [Reducer options] ----
 
   // gradient_as_bucket_view=True: each .grad() is a view into its place in its bucket (Note
   // [Gradients as bucket views]). Before the first backward.
   void set_gradient_as_bucket_view(bool on);
-  struct GradientBytes {  // bytes of gradient storage now: the buckets, and .grad() apart from them
-    size_t buckets = 0, grads_apart = 0;
-  };
-  GradientBytes gradient_bytes() const;
   // find_unused_parameters=True (Note [Unused parameters]): a parameter a forward does not reach
-  // is reduced as unused instead of stopping the run. Before the first backward; the buckets are
-  // then cut by size in definition order and never rebuilt. prepare_for_backward(output) is what
+  // is reduced as unused instead of stopping the run; the buckets are cut by size in definition
+  // order and never rebuilt. Before the first backward. prepare_for_backward(output) is what
   // PyTorch's DDP forward does after the module's: note the parameters it does not reach.
   void set_find_unused_parameters(bool on);
   void prepare_for_backward(const torch::Tensor& output);
   std::string describe_unused() const;  // for the log
 
-
  private:
-  // The core (ddp.cpp).
   void build_buckets(const std::vector<std::vector<size_t>>& assignment);
-  // Rank `src`'s values into `tensors` on every rank: one flat broadcast per dtype.
+  // Rank `src`'s values into `tensors` on every rank, one flat broadcast per dtype (ddp_interface.cpp).
   void broadcast_from(const std::vector<torch::Tensor>& tensors, const std::string& tag, int src = 0);
-  void on_gradient_ready(size_t i);  // the hook
-  // Step 4's copy: times 1/world (Note [Divide before the sum]); with a comm hook as it is.
-  void copy_into_bucket(torch::Tensor& view, const torch::Tensor& grad);
   std::vector<torch::Tensor> module_state() const;  // the parameters, then the buffers
+  void on_gradient_ready(size_t i);  // the hook
+  void copy_into_bucket(torch::Tensor& view, const torch::Tensor& grad);  // step 4: times 1/world, unless a comm hook
   void launch_ready_buckets();
   void finish_backward();  // queued to run once at the end of backward
-  [[noreturn]] void throw_for_missing_gradients();  // names them (ddp_interface.cpp)
-  void before_first_backward(const char* what) const;  // UsageError after it (ddp_interface.cpp)
   GradBucket grad_bucket(size_t k) const;
-  // The reducer options' parts of it (ddp_options.cpp).
-  void gradient_into_view(size_t i, torch::Tensor& view);  // gradient_as_bucket_view's step 4
-  void point_gradients_at_buckets();  // ... and its .grad() = view, after a (re)build
-  void mark_unused_ready();  // find_unused_parameters: the unreached parameters' share of step 4
-  bool unused_everywhere(size_t i);  // ... and whether no rank used parameter i (the bitmap's sum)
+  [[noreturn]] void throw_for_missing_gradients();  // names them
+  void before_first_backward(const char* what) const;  // UsageError after it
+  void gradient_into_view(size_t i, torch::Tensor& view);  // the reducer options' parts (ddp_options.cpp)
+  void point_gradients_at_buckets();
+  void mark_unused_ready();
+  bool unused_everywhere(size_t i);
 
   std::shared_ptr<torch::nn::Module> module_;
   Group& group_;
@@ -178,17 +138,13 @@ class DistributedDataParallel {
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_, slot_of_;  // param index -> bucket, position in it
   bool sync_ = true, in_backward_ = false, rebuilt_ = false, backward_seen_ = false, as_bucket_view_ = false;
-  struct UnusedParameters;  // find_unused_parameters' state (ddp_options.cpp)
-  std::shared_ptr<UnusedParameters> unused_;  // shared_ptr: deletes a type only ddp_options.cpp defines
+  struct UnusedParameters;  // find_unused_parameters' state (ddp_options.cpp); shared_ptr: an incomplete type
+  std::shared_ptr<UnusedParameters> unused_;
   std::vector<Observer> observers_;
   size_t next_bucket_ = 0;
   int launched_last_ = 0;
   std::vector<size_t> ready_order_;  // this backward's gradients in arrival order (rebuild, checks)
   std::vector<size_t> ready_at_launch_;
 };
-
-// The plain sum of `bucket.buffer` over `group`, started: what run_comm_hook() starts when no
-// hook is registered, for a hook that wraps "no hook" (--skip-rank's).
-Reduction allreduce_sum(Group& group, DistributedDataParallel::GradBucket& bucket);
 
 }  // namespace ddp

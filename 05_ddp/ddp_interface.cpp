@@ -1,9 +1,11 @@
 // provides: what composes onto DistributedDataParallel without the class knowing it, as in
 // PyTorch: the communication hook, what Join's hook uses, the observers; and the class's smaller
-// duties: BatchNorm's buffers, buckets restored from a checkpoint, the bucket report of the log.
+// duties: the flat broadcasts (rank 0's weights, BatchNorm's buffers), buckets restored from a
+// checkpoint, the bucket report of the log.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 
 #include "05_ddp/ddp.h"
 #include "common/basics/errors.h"
@@ -20,6 +22,28 @@ namespace ddp {
 // batch's; the running ones, used to evaluate, are rank 0's everywhere, so a distributed
 // validation evaluates one model, the one rank 0 checkpoints. SyncBatchNorm is the other
 // answer: statistics over all ranks' batches.
+std::vector<torch::Tensor> DistributedDataParallel::module_state() const {
+  std::vector<torch::Tensor> state = module_->parameters();
+  for (auto& b : module_->buffers()) state.push_back(b);
+  return state;
+}
+
+void DistributedDataParallel::broadcast_from(const std::vector<torch::Tensor>& tensors, const std::string& tag, int src) {
+  torch::NoGradGuard no_grad;
+  std::map<c10::ScalarType, std::vector<torch::Tensor>> by_type;  // one flat broadcast per dtype
+  for (const auto& t : tensors) by_type[t.scalar_type()].push_back(t);
+  for (auto& [type, same_type] : by_type) {
+    std::vector<torch::Tensor> pieces;
+    for (auto& t : same_type) pieces.push_back(t.detach().reshape(-1));
+    std::vector<torch::Tensor> flat{torch::cat(pieces)};
+    c10d::BroadcastOptions from;
+    from.rootRank = src;
+    run(group_, "broadcast", tag, flat[0].numel() * flat[0].element_size(), [&] { return group_.pg->broadcast(flat, from); });
+    int64_t at = 0;
+    for (auto& t : same_type) t.copy_(flat[0].narrow(0, at, t.numel()).view_as(t)), at += t.numel();
+  }
+}
+
 void DistributedDataParallel::sync_buffers() {
   if (group_.size() > 1) broadcast_from(module_->buffers(), "buffers");
 }
@@ -33,7 +57,7 @@ void DistributedDataParallel::register_comm_hook(CommHook hook) {
   hook_ = std::move(hook);
 }
 
-DistributedDataParallel::GradBucket DistributedDataParallel::grad_bucket(size_t k) const {
+GradBucket DistributedDataParallel::grad_bucket(size_t k) const {
   const Bucket& b = buckets_[k];
   GradBucket g{k, k + 1 == buckets_.size(), b.flat, {}, "bucket" + std::to_string(k)};
   for (size_t j = 0; j < b.params.size(); ++j) {
@@ -43,22 +67,13 @@ DistributedDataParallel::GradBucket DistributedDataParallel::grad_bucket(size_t 
   return g;
 }
 
-std::vector<DistributedDataParallel::GradBucket> DistributedDataParallel::zeros_like_buckets() const {
+std::vector<GradBucket> DistributedDataParallel::zeros_like_buckets() const {
   std::vector<GradBucket> zeros;
   for (size_t k = 0; k < buckets_.size(); ++k) {
     const torch::Tensor& flat = buckets_[k].flat;
     zeros.push_back({k, k + 1 == buckets_.size(), torch::zeros({flat.numel()}, flat.options()), {}, "bucket" + std::to_string(k)});
   }
   return zeros;
-}
-
-Reduction allreduce_sum(Group& group, DistributedDataParallel::GradBucket& bucket) {
-  std::vector<torch::Tensor> t{bucket.buffer};
-  return {issue(group, "all-reduce", bucket.tag, t[0].numel() * t[0].element_size(), [&] { return group.pg->allreduce(t); }), {}};
-}
-
-Reduction DistributedDataParallel::run_comm_hook(GradBucket& bucket) {
-  return hook_ ? hook_(bucket) : allreduce_sum(group_, bucket);
 }
 
 void DistributedDataParallel::set_gradient_divisor(int n) {

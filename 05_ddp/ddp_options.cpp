@@ -70,19 +70,6 @@ void DistributedDataParallel::point_gradients_at_buckets() {
   }
 }
 
-DistributedDataParallel::GradientBytes DistributedDataParallel::gradient_bytes() const {
-  GradientBytes g;
-  for (const auto& b : buckets_) g.buckets += b.flat.numel() * b.flat.element_size();
-  for (const auto& p : params_) {
-    const torch::Tensor& grad = p.grad();
-    if (!grad.defined()) continue;
-    bool in_a_bucket = false;
-    for (const auto& b : buckets_) in_a_bucket = in_a_bucket || grad.is_alias_of(b.flat);
-    if (!in_a_bucket) g.grads_apart += grad.numel() * grad.element_size();
-  }
-  return g;
-}
-
 // Note [Unused parameters]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~
 // A forward that skips a branch (--model mlp_branch skips its aux head on some batches) leaves

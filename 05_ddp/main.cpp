@@ -4,10 +4,10 @@
 // ddp.h and ddp.cpp (the class: chapter 04's hooks, with gradients packed into buckets whose
 // all-reduce starts while backward is still running).
 // Skip on a first reading: the folders beside them. trainer/ is the plumbing around the lesson
-// (flags, batches, logs, checkpoint/resume, validation); beyond/ holds the features past it,
-// composed here as a Python script imports them: `extras` (beyond/extras.h: faults, drills,
-// preemption, --trace, --record-samples, the overlap report), AMP, --global-batch, SyncBatchNorm,
-// comm hooks (ddp_flags.h), Join and ZeRO, each a page of going_further/.
+// (flags, data, schedule, batches, logs, checkpoint/resume, validation); beyond/ holds the
+// features past it, composed here as a Python script imports them: `extras` (beyond/extras.h:
+// faults, drills, chapter 06's preemption, --trace, --record-samples, the overlap report), AMP,
+// --global-batch, SyncBatchNorm, comm hooks (ddp_flags.h), Join and ZeRO: pages of going_further/.
 //
 // Usage:
 //   ./build-cpu/05_ddp --nproc-per-node 2                   # forks 2 ranks (via 02_spawn)
@@ -17,7 +17,7 @@
 //
 // Expected output (./build-cpu/05_ddp --nproc-per-node 2 --max-steps 300 --log-every 100; trimmed):
 //   [rank 0/2] data: 60000 train / 10000 test images from /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
-//   [rank 0/2] model mlp: 535818 parameters, all-reduced in buckets while backward runs (the first iteration in one)
+//   [rank 0/2] model mlp: 535818 parameters, all-reduced in buckets while backward runs
 //   [rank 0/2] buckets rebuilt in the order gradients became ready: 1 bucket: bucket0 2.04 MiB (6 tensors, fc3.bias to
 //              fc1.weight); a bucket closes once it holds 1 MiB (the first) or 25 MiB (--bucket-cap-mb)
 //   [rank 0/2] epoch 1/3 [######....] step 300/300 loss 0.4022 lr 3.084e-06 7030 samples/s ETA 0:00
@@ -26,8 +26,6 @@
 //   [rank 0/2] check: every rank holds the same parameters: OK
 //   [rank 0/2] check: test accuracy 85.13% is above 10.00% (chance): OK
 //   [rank 0/2] params fingerprint 145f099619ccad5d (bit-identical runs print the same)
-
-#include <cmath>
 
 #include "05_ddp/beyond/amp.h"
 #include "05_ddp/trainer/batches.h"
@@ -50,19 +48,6 @@
 #include "common/data/toy_task.h"
 #include "common/observe/trace.h"
 
-namespace {
-
-// Note [Warm-up and cosine]
-// The learning rate climbs linearly for the first --warmup-steps (large steps on random weights
-// make the loss jump), then falls along half a cosine to 0 at the last step.
-double learning_rate(const ddp::TrainerOptions& o, int64_t step, int64_t total) {
-  if (step < o.warmup_steps) return o.lr * static_cast<double>(step + 1) / o.warmup_steps;
-  const double progress = static_cast<double>(step - o.warmup_steps) / std::max<int64_t>(1, total - o.warmup_steps);
-  return o.lr * 0.5 * (1 + std::cos(M_PI * progress));
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   CLI::App app{"05_ddp: train an MLP or a CNN on Fashion-MNIST with our own DistributedDataParallel"};
   ddp::CommonFlags flags;
@@ -74,7 +59,7 @@ int main(int argc, char** argv) {
   return ddp::guarded_main([&] {
     if (o.nproc_per_node) return ddp::relaunch_with_02_spawn(argc, argv, *o.nproc_per_node, flags, o);
     ddp::make_reproducible(o.deterministic == "on");  // before CUDA starts: Note [Reproducible GPU runs]
-    ddp::listen_for_preemption(o.requeue_signal);  // Preemption is chapter 06's lesson: common/slurm/preemption.h
+    ddp::listen_for_preemption(o.requeue_signal);  // before joining: chapter 06's lesson (common/slurm/)
 
     // 1. Join the group (chapter 01); each rank also keeps its own log file in the run's folder.
     std::optional<ddp::Group> joined = ddp::join_or_explain(flags);
@@ -83,16 +68,11 @@ int main(int argc, char** argv) {
     const int rank = group.rank(), world = group.size();
     const torch::Device device = ddp::device_for(group.info);
     ddp::split_global_batch(o, world);  // --global-batch: the per-rank batch follows the world (elastic.h)
-    ddp::RunExtras extras(o, group, device);  // faults, drills, preemption, --trace, --record-samples
+    ddp::RunExtras extras(o, group, device);  // beyond/extras.h: faults, drills, preemption, --trace, ...
     ddp::RunOutput out(ddp::run_folder(o), group, device);  // one live run per folder: Note [One run per folder]
 
     // 2. Data: every rank holds the whole set; the sampler picks this rank's share.
-    ddp::Dataset train = o.synthetic ? ddp::synthetic_dataset(o.train_samples.value_or(60000), true)
-                                     : ddp::load_fashion_mnist(o.data_dir, true);
-    ddp::Dataset test = o.synthetic ? ddp::synthetic_dataset(o.test_samples.value_or(10000), false)
-                                    : ddp::load_fashion_mnist(o.data_dir, false);
-    if (o.train_samples) train = ddp::first_n(train, *o.train_samples);
-    if (o.test_samples) test = ddp::first_n(test, *o.test_samples);
+    auto [train, test] = ddp::load_datasets(o);  // Fashion-MNIST, or --synthetic
     ddp::log0("compute: " + ddp::describe_compute(device) + (o.deterministic == "on" ? ", deterministic" : ", --deterministic off"));
     ddp::log0("data: " + std::to_string(train.size()) + " train / " + std::to_string(test.size()) + " test images from " + train.source);
     ddp::DeviceBatches batches(train, device);  // once on the GPU when it fits: Note [The data path on a GPU]
@@ -108,26 +88,19 @@ int main(int argc, char** argv) {
     ddp::AnyModel model = ddp::make_model(o.model, o.seed, o.sync_bn ? ddp::sync_batch_norm(group) : nullptr);
     model.module->to(device);
     std::vector<torch::Tensor> params = model.module->parameters();
-    if (rank == 0 && !o.save_init.empty()) ddp::toy::save_params(params, o.save_init);
     ddp::DistributedDataParallel ddp_model(model.module, group, o.one_bucket ? ddp::kOneBucket : static_cast<size_t>(o.bucket_cap_mb * ddp::kMiB));
     ddp::apply_ddp_flags(ddp_model, model, group, o);  // --comm-hook, --find-unused-parameters, ...: pages of going_further/
     ddp::OptimizerFactory make_optimizer = ddp::optimizer_factory(o);  // SGD with momentum, or AdamW (--optimizer)
     std::unique_ptr<torch::optim::Optimizer> optimizer =
         o.zero ? std::make_unique<ddp::ZeroRedundancyOptimizer>(params, make_optimizer, group) : make_optimizer(params);
     ddp::Amp amp(o.amp, device);  // --amp bf16|fp16 on a GPU; see Note [Mixed precision and DDP]
-    ddp::log0("model " + o.model + ": " + std::to_string(ddp::count_parameters(params)) +
-              (o.one_bucket ? " parameters, all-reduced in one bucket once backward has ended (--one-bucket: no overlap)"
-                            : " parameters, all-reduced in buckets while backward runs (the first iteration in one)") +
-              (o.comm_hook == "none" ? "" : ", compressed to " + o.comm_hook + " on the wire"));
+    ddp::log0("model " + o.model + ": " + std::to_string(ddp::count_parameters(params)) + " parameters, all-reduced " +
+              (o.one_bucket ? "in one bucket once backward has ended (--one-bucket: no overlap)" : "in buckets while backward runs"));
 
     // 4. Resume from the newest readable checkpoint, unless --reset (see Note [Atomic checkpoints]).
-    int64_t step = 0;
-    if (ddp::start_over(o)) {
-      ddp::remove_checkpoints(out.checkpoints, group);  // or a later resume would find the old run's
-    } else {
-      step = ddp::resume(out.checkpoints, device, sampler_state, o.eval_only, *model.module, *optimizer, ddp_model, group);
-    }
-    if (o.eval_only) {
+    ddp::Checkpoints checkpoints(out.checkpoints, sampler_state, o.keep, *model.module, *optimizer, ddp_model, group);
+    int64_t step = checkpoints.resume_or_reset(o, device);
+    if (o.eval_only) {  // --eval-only: the checkpoint validated, nothing trained
       out.validation(ddp::evaluate(model, ddp_model, test, group, o.batch_size, device), step);
       return ddp::kExitOk;
     }
@@ -137,7 +110,7 @@ int main(int argc, char** argv) {
     ddp::Progress progress(out, total_steps, steps_per_epoch, o.epochs, world * o.batch_size * o.grad_accum, o.log_every);
     std::optional<ddp::Evaluation> last_eval;
     std::vector<int64_t> order;  // this epoch's indices for this rank
-    extras.start_training(step, ddp_model);  // a drill armed (not in a resumed run), the overlap watched
+    extras.start_training(step, total_steps, ddp_model, batches);  // its observers attached
     ddp::Join join(o, ddp_model, sampler, group, device);  // `with Join([ddp_model]):` (--uneven-shards, --join)
     for (; step < total_steps; ++step) {
       extras.before_step(step);  // --straggle-rank, --skip-rank
@@ -147,7 +120,7 @@ int main(int argc, char** argv) {
         order = sampler.indices();
         batches.set_order(order);
       }
-      const double lr = learning_rate(o, step, total_steps);
+      const double lr = ddp::learning_rate(o, step, total_steps);  // warm-up, then cosine (trainer.h)
       for (auto& g : optimizer->param_groups()) g.options().set_lr(lr);
       ddp::zero_grad(*optimizer);  // optimizer.zero_grad(), as Python's (trainer.h)
       // This rank's micro-batches of the step; none once its shard has run out (Join then shadows).
@@ -158,7 +131,6 @@ int main(int argc, char** argv) {
       for (int64_t b = first; b < last; ++b) {
         auto no_sync = b + 1 < last ? ddp_model.no_sync() : nullptr;  // communicate on the last only
         const int64_t from = b * o.batch_size, to = std::min<int64_t>(from + o.batch_size, order.size());
-        extras.record_samples(step, order, from, to);  // --record-samples
         torch::Tensor images, labels, loss;
         {
           ddp::Span span("data");  // the spans are what --trace draws
@@ -180,24 +152,21 @@ int main(int argc, char** argv) {
       }
       progress.step_done(step, step_loss, lr);
 
-      // 6. Validate at each epoch's end; checkpoint then, every --ckpt-every steps, and when preempted.
+      // 6. Validate at each epoch's end; checkpoint then and every --ckpt-every steps.
       const bool epoch_end = in_epoch == steps_per_epoch - 1 || step + 1 == total_steps;
       if (epoch_end) {
         join.sync_final_model();  // --join: the model of the last rank to run out of data, everywhere
         ddp::Progress::Pause paused(progress);  // samples/s counts training only
         out.validation(*(last_eval = ddp::evaluate(model, ddp_model, test, group, o.batch_size, device)), step + 1);
       }
-      const bool preempted = extras.preempted_after(step, total_steps);  // chapter 06's lesson
-      if (preempted || epoch_end || (o.ckpt_every && (step + 1) % *o.ckpt_every == 0)) {
+      if (epoch_end || (o.ckpt_every && (step + 1) % *o.ckpt_every == 0)) {
         ddp::Progress::Pause paused(progress);
-        ddp::checkpoint(out.checkpoints, step + 1, sampler_state, o.keep, *model.module, *optimizer, ddp_model, group);
+        checkpoints.save(step + 1);
       }
-      if (preempted) return extras.stop_for_requeue(step + 1);
-      extras.after_step(step);  // --kill-rank
+      extras.after_step(step, checkpoints);  // preempted (chapter 06): checkpoint, requeue, exit 75; --kill-rank
     }
     progress.summary();
-    extras.report(ddp_model);  // the overlap share (Note [Overlap share]) and the gradients' memory
-    extras.finish_trace();  // --trace: the ranks' files merged
+    extras.end_training(ddp_model);  // the overlap share (Note [Overlap share]), memory, --trace merged
 
     // 7. Check the result: the ranks agree bit for bit, and the model learned something.
     const bool same = ddp::toy::replicas_identical(group, params);
@@ -208,7 +177,6 @@ int main(int argc, char** argv) {
     ddp::log0("check: test accuracy " + ddp::percent(last_eval->accuracy) + " is above " + ddp::percent(floor) +
               (o.expect_accuracy ? " (--expect-accuracy)" : " (chance)") + ": " + (learned ? "OK" : "FAILED"));
     ddp::log0("params fingerprint " + ddp::toy::fingerprint(params) + " (bit-identical runs print the same)");
-    if (rank == 0 && !o.save_params.empty()) ddp::toy::save_params(params, o.save_params);
     DDP_CHECK(same, "the ranks' parameters differ");
     DDP_CHECK(learned, "test accuracy " << last_eval->accuracy << " is not above " << floor);
     group.pg->barrier()->wait();

@@ -22,7 +22,7 @@ namespace ddp {
 // that the sum of world-many fp16 values stays in range. Done in this order, our result is
 // bit-identical to PyTorch's DDP with the same hook (tests/test_trainer.cpp). On a slow link the
 // halved bytes are what a step saves; on loopback the casts may cost more than they save.
-DistributedDataParallel::CommHook compress_hook(Group& group, torch::ScalarType type) {
+CommHook compress_hook(Group& group, torch::ScalarType type) {
 #if TORCH_VERSION_MAJOR < 2
   // LibTorch 1.13's Gloo has no bfloat16 sum ("Invalid scalar type"); PyTorch 1.13's DDP refuses
   // bf16_compress_hook without CUDA 11+ and NCCL 2.10+. NCCL has it, and so has 2.x's Gloo.
@@ -32,7 +32,7 @@ DistributedDataParallel::CommHook compress_hook(Group& group, torch::ScalarType 
                      "--comm-hook fp16, NCCL, or LibTorch 2.x");
   }
 #endif
-  return [&group, type](DistributedDataParallel::GradBucket& bucket) {
+  return [&group, type](GradBucket& bucket) {
     std::vector<torch::Tensor> wire{bucket.buffer.to(type).div_(group.size())};  // compress, then divide
     Reduction r;
     r.work = issue(group, "all-reduce", bucket.tag, wire[0].numel() * wire[0].element_size(),

@@ -12,6 +12,6 @@ namespace ddp {
 // Cast the bucket to `type` (kHalf or kBFloat16), divide it by the world size there, all-reduce
 // that, and copy the result back into the float32 bucket (Note [Communication hooks]). Throws
 // UsageError where `group`'s backend cannot all-reduce `type`.
-DistributedDataParallel::CommHook compress_hook(Group& group, torch::ScalarType type);
+CommHook compress_hook(Group& group, torch::ScalarType type);
 
 }  // namespace ddp

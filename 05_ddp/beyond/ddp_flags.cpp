@@ -5,6 +5,7 @@
 #include "05_ddp/beyond/comm_hooks.h"
 #include "05_ddp/beyond/powersgd.h"
 #include "common/basics/errors.h"
+#include "common/basics/log.h"
 
 namespace ddp {
 
@@ -23,6 +24,7 @@ void apply_ddp_flags(DistributedDataParallel& ddp, AnyModel& model, Group& group
   } else if (o.comm_hook != "none") {
     throw UsageError("--comm-hook " + o.comm_hook + ": use none, fp16, bf16 or powersgd");
   }
+  if (o.comm_hook != "none") log0("comm hook: each bucket compressed to " + o.comm_hook + " on the wire");
   ddp.set_gradient_as_bucket_view(o.gradient_as_bucket_view);  // Note [Gradients as bucket views]
   ddp.set_find_unused_parameters(o.find_unused_parameters);    // Note [Unused parameters]
   if (o.find_unused_parameters) {

@@ -10,7 +10,9 @@
 #include <string>
 
 #include "05_ddp/trainer/metrics.h"
+#include "common/basics/failure.h"
 #include "common/basics/log.h"
+#include "common/data/toy_task.h"
 #include "common/observe/run_trace.h"
 #include "common/observe/trace.h"
 #include "common/slurm/preemption.h"
@@ -31,33 +33,36 @@ RunExtras::RunExtras(const TrainerOptions& o, Group& group, const torch::Device&
   open_trace(o.trace, group);
 }
 
-void RunExtras::start_training(int64_t step, DistributedDataParallel& ddp) {
+void RunExtras::start_training(int64_t step, int64_t total_steps, DistributedDataParallel& ddp, DeviceBatches& batches) {
   overlap_.watch(ddp);  // Note [Overlap share]
   faults_.attach(ddp, group_);
+  if (!o_.record_samples.empty()) {
+    batches.observe([this](const std::vector<int64_t>& order, int64_t from, int64_t to) { samples_.record(step_, order, from, to); });
+  }
   gpu_timeline_ = std::make_unique<GpuTimeline>(device_);  // with --trace on a GPU
   fresh_run_ = step == 0;  // the drills rehearse once: not after a resume
+  total_steps_ = total_steps;
   if (o_.drill_after && fresh_run_) drill_preemption(signal_, *o_.drill_after);
+  if (group_.rank() == 0 && !o_.save_init.empty()) {  // every parameter of the course's models gets a gradient
+    if (fresh_run_) toy::save_params(ddp.parameters(), o_.save_init);
+    else log("--save-init: not written, the run resumed at step " + std::to_string(step) + " (--reset starts over)");
+  }
 }
 
 void RunExtras::before_step(int64_t step) {
+  step_ = step;
   recorder_.set_step(step + 1);  // steps count from 1 in every log line, as the progress lines
   faults_.before_step(step);
 }
 
-void RunExtras::record_samples(int64_t step, const std::vector<int64_t>& order, int64_t from, int64_t to) {
-  samples_.record(step, order, from, to);
-}
-
-bool RunExtras::preempted_after(int64_t step, int64_t total_steps) {
+void RunExtras::after_step(int64_t step, Checkpoints& checkpoints) {
+  // Note [Preemption and requeue] (common/slurm/preemption.h), chapter 06's lesson.
   if (o_.drill_at_step == step + 1 && fresh_run_) ::raise(signal_);  // as if the scheduler sent it now
-  // Every rank stops after this same step, with a checkpoint, and the job is requeued.
-  const bool last_step = step + 1 == total_steps;
-  return stop_vote_.next(preemption_signal() != 0, /*post=*/!last_step) && !last_step;
-}
-
-int RunExtras::stop_for_requeue(int64_t step) { return ddp::stop_for_requeue(group_, step, preemption_signal()); }
-
-void RunExtras::after_step(int64_t step) {
+  const bool last_step = step + 1 == total_steps_;
+  if (stop_vote_.next(preemption_signal() != 0, /*post=*/!last_step) && !last_step) {
+    checkpoints.save(step + 1);  // every rank stops after this same step, and none of it is lost
+    throw Exit{stop_for_requeue(group_, step + 1, preemption_signal())};
+  }
   faults_.after_step(step);
   trace().flush();
 }
@@ -70,6 +75,23 @@ double resident_bytes() {  // the second field of /proc/self/statm, in pages
   if (f && std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
   if (f) std::fclose(f);
   return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+}
+
+struct GradientBytes {  // bytes of gradient storage now: the buckets, and .grad() apart from them
+  size_t buckets = 0, grads_apart = 0;
+};
+
+GradientBytes gradient_bytes(const DistributedDataParallel& ddp) {
+  GradientBytes g;
+  for (const auto& b : ddp.buckets()) g.buckets += b.flat.numel() * b.flat.element_size();
+  for (const auto& p : ddp.parameters()) {
+    const torch::Tensor& grad = p.grad();
+    if (!grad.defined()) continue;
+    bool in_a_bucket = false;  // with --gradient-as-bucket-view, a view into one
+    for (const auto& b : ddp.buckets()) in_a_bucket = in_a_bucket || grad.is_alias_of(b.flat);
+    if (!in_a_bucket) g.grads_apart += grad.numel() * grad.element_size();
+  }
+  return g;
 }
 
 }  // namespace
@@ -90,7 +112,7 @@ void RunExtras::report(const DistributedDataParallel& ddp) {
          seconds(overlap.comm_us / overlap.backwards / 1e6) + " of all-reduce per step on rank 0)");
   }
   if (o_.find_unused_parameters) log0(ddp.describe_unused());  // Note [Unused parameters]
-  const auto grads = ddp.gradient_bytes();
+  const GradientBytes grads = gradient_bytes(ddp);
   auto mib = [](double bytes) {
     char s[32];
     std::snprintf(s, sizeof(s), "%.2f MiB", bytes / (1024.0 * 1024.0));
@@ -107,6 +129,10 @@ void RunExtras::report(const DistributedDataParallel& ddp) {
        ", at its peak " + mib(std::max(now, usage.ru_maxrss * 1024.0)));
 }
 
-void RunExtras::finish_trace() { ddp::finish_trace(o_.trace, group_); }
+void RunExtras::end_training(const DistributedDataParallel& ddp) {
+  report(ddp);
+  ddp::finish_trace(o_.trace, group_);
+  if (group_.rank() == 0 && !o_.save_params.empty()) toy::save_params(ddp.parameters(), o_.save_params);
+}
 
 }  // namespace ddp

@@ -17,7 +17,9 @@
 #include "05_ddp/beyond/faults.h"
 #include "05_ddp/beyond/gpu_timeline.h"
 #include "05_ddp/beyond/overlap.h"
+#include "05_ddp/trainer/batches.h"
 #include "05_ddp/trainer/options.h"
+#include "05_ddp/trainer/resume.h"
 #include "05_ddp/beyond/sample_log.h"
 #include "common/group/process_group.h"
 #include "common/observe/flight_recorder.h"
@@ -32,29 +34,27 @@ class RunExtras {
   // log. Construct it once the group is joined.
   RunExtras(const TrainerOptions& o, Group& group, const torch::Device& device);
 
-  // Before the first step; `step` > 0: a resumed run, which the drills leave alone (they rehearse
-  // once, and the run after a drill is the same command again). Starts the GPU timeline.
-  // Attaches the observers to the DDP class: the overlap share, and --skip-rank's comm hook.
-  void start_training(int64_t step, DistributedDataParallel& ddp);
+  // Before the first step of `total_steps`; `step` > 0: a resumed run, which the drills leave
+  // alone (they rehearse once, and the run after a drill is the same command again) and for which
+  // --save-init writes nothing. Attaches the observers: the overlap share and --skip-rank's comm
+  // hook to the DDP class, --record-samples to the batches. Starts the GPU timeline.
+  void start_training(int64_t step, int64_t total_steps, DistributedDataParallel& ddp, DeviceBatches& batches);
   // At the start of each step: the flight recorder's step; --straggle-rank, --skip-rank.
   void before_step(int64_t step);
-  // Each micro-batch, order[from, to): --record-samples.
-  void record_samples(int64_t step, const std::vector<int64_t>& order, int64_t from, int64_t to);
-  // After step `step` (and its validation): whether every rank stops here, preempted (the stop
-  // vote; --drill-at-step raises the signal first). Never after the last step.
-  bool preempted_after(int64_t step, int64_t total_steps);
-  // Once the preempted step's checkpoint is written: requeue (under Slurm); the exit code.
-  int stop_for_requeue(int64_t step);
-  // At the end of each step: --kill-rank; the trace flushed.
-  void after_step(int64_t step);
+  // At the end of each step, once its checkpoint (if any) is written. Chapter 06's preemption:
+  // every rank votes (--drill-at-step raises the signal first), and when the vote says stop, the
+  // step's checkpoint is written (unless it was), rank 0 requeues the Slurm job and every rank
+  // exits 75 (throws Exit). Never after the last step. Then --kill-rank; the trace flushed.
+  void after_step(int64_t step, Checkpoints& checkpoints);
   // After training: the share of all-reduce time hidden behind backward (Note [Overlap share]),
-  // or on a GPU with --trace from its kernels (Note [A GPU's timeline]); then the bytes the
-  // gradients take (Note [Gradients as bucket views]) and the process's peak memory.
-  void report(const DistributedDataParallel& ddp);
-  // --trace: every rank's file written, and rank 0 merges them.
-  void finish_trace();
+  // or on a GPU with --trace from its kernels (Note [A GPU's timeline]); the bytes the gradients
+  // take (Note [Gradients as bucket views]) and the process's peak memory; --trace's files
+  // merged; --save-params.
+  void end_training(const DistributedDataParallel& ddp);
 
  private:
+  void report(const DistributedDataParallel& ddp);  // end_training()'s log lines
+
   const TrainerOptions& o_;
   Group& group_;
   torch::Device device_;
@@ -66,6 +66,7 @@ class RunExtras {
   StopVote stop_vote_;
   std::unique_ptr<GpuTimeline> gpu_timeline_;
   bool fresh_run_ = true;
+  int64_t total_steps_ = 0, step_ = 0;
 };
 
 }  // namespace ddp

@@ -33,7 +33,7 @@ Faults::Faults(const TrainerOptions& o, int rank, int world) : o_(o), rank_(rank
 
 void Faults::attach(DistributedDataParallel& ddp, Group& group) {
   if (!first_attempt_ || o_.skip_rank != rank_) return;
-  ddp.register_comm_hook([inner = ddp.comm_hook(), skip = skip_next_, &group](DistributedDataParallel::GradBucket& b) {
+  ddp.register_comm_hook([inner = ddp.comm_hook(), skip = skip_next_, &group](GradBucket& b) {
     if (*skip && b.index == 0) {
       *skip = false;
       log("fault injection (--skip-rank): not starting the all-reduce of " + b.tag);

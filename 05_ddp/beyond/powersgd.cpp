@@ -34,7 +34,7 @@ namespace ddp {
 //     Gloo's ring sums an element in an order set by its position (Note [Rebuilding the buckets]);
 //   - warm-up: the first start_iter steps are plain all-reduces (divide, then sum: PyTorch's
 //     allreduce_hook, x / world, which at 3 ranks may differ from our x * (1/world) in the last
-//     bit). PyTorch refuses a start below 2: the buckets are rebuilt after step 0, and the
+//     bit). PyTorch refuses a start below 2: the buckets are rebuilt after step 1, and the
 //     state is kept per bucket index.
 // One bucket takes three collectives. launch(), when the bucket is complete and backward still
 // runs on earlier layers, adds the error, computes P = M Q, and starts the uncompressed
@@ -84,7 +84,7 @@ PowerSgd::PowerSgd(Group& group, const PowerSgdOptions& o, const std::vector<tor
   if (o_.start_iter < 2) {
     throw UsageError("--powersgd-start-iter " + std::to_string(o_.start_iter) +
                      ": must be at least 2, as PyTorch's PowerSGDState requires with error feedback and warm start (DDP "
-                     "rebuilds its buckets after step 0, and PowerSGD's state is kept per bucket)");
+                     "rebuilds its buckets after step 1, and PowerSGD's state is kept per bucket)");
   }
   // r is clamped to min(n, m) per matrix, so a large rank is no error in PyTorch: it only
   // compresses fewer tensors. A rank that compresses none is plain all-reduce with extra steps.
@@ -244,9 +244,9 @@ void PowerSgd::finish(size_t index, bool last) {
   ++iter_;  // PyTorch's maybe_increase_iter on the last bucket
 }
 
-DistributedDataParallel::CommHook powersgd_hook(Group& group, const PowerSgdOptions& o, const std::vector<torch::Tensor>& params) {
+CommHook powersgd_hook(Group& group, const PowerSgdOptions& o, const std::vector<torch::Tensor>& params) {
   auto state = std::make_shared<PowerSgd>(group, o, params);
-  return [state](DistributedDataParallel::GradBucket& bucket) {
+  return [state](GradBucket& bucket) {
     Reduction r;
     r.work = state->launch(bucket.index, bucket.buffer, bucket.gradients, bucket.tag);  // uncompressed, then P
     r.finish = [state, index = bucket.index, last = bucket.is_last] { state->finish(index, last); };  // Q

@@ -28,7 +28,7 @@ struct PowerSgdOptions {
 // ddp_model.register_comm_hook(PowerSGDState(...), powerSGD_hook) in PyTorch. Throws UsageError
 // for a rank below 1, a start below 2 (PyTorch's ValueError), a rank that compresses no tensor of
 // `params` (the DDP class's parameters()), or a rank above 2 without LAPACK (linalg.qr).
-DistributedDataParallel::CommHook powersgd_hook(Group& group, const PowerSgdOptions& o, const std::vector<torch::Tensor>& params);
+CommHook powersgd_hook(Group& group, const PowerSgdOptions& o, const std::vector<torch::Tensor>& params);
 
 // The state of PowerSGDState (error feedback on, warm start on, random_seed 0, epsilon 0), and
 // the hook in two halves: launch() when the bucket is complete, finish() once its collective is

@@ -27,11 +27,13 @@ DeviceBatches::DeviceBatches(const Dataset& data, const torch::Device& device) :
 }
 
 void DeviceBatches::set_order(const std::vector<int64_t>& order) {
+  if (observer_) order_list_ = order;
   order_ = torch::tensor(order, torch::kInt64);
   if (resident_) order_ = order_.to(device_);
 }
 
 std::pair<torch::Tensor, torch::Tensor> DeviceBatches::get(int64_t from, int64_t to) const {
+  if (observer_) observer_(order_list_, from, to);
   const torch::Tensor sel = order_.slice(0, from, to);
   if (resident_) return {images_.index_select(0, sel), labels_.index_select(0, sel)};
   // Gathered into pinned memory, so that the copy is asynchronous to the host.

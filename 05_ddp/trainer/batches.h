@@ -2,6 +2,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,12 +28,18 @@ class DeviceBatches {
   std::pair<torch::Tensor, torch::Tensor> get(int64_t from, int64_t to) const;
   // For the log: "resident on cuda:0 (188.2 MB)", "pinned host memory, copied per batch", "cpu".
   const std::string& where() const { return where_; }
+  // Called by every get() with the epoch's order and [from, to): who reads which samples
+  // (--record-samples), without the training loop knowing it.
+  using Observer = std::function<void(const std::vector<int64_t>& order, int64_t from, int64_t to)>;
+  void observe(Observer observer) { observer_ = std::move(observer); }
 
  private:
   torch::Device device_;
   bool resident_ = true;  // the data lives on device_ (always true on the CPU)
   torch::Tensor images_, labels_, order_;
+  std::vector<int64_t> order_list_;  // order_ as the host knows it, for the observer
   std::string where_;
+  Observer observer_;
 };
 
 }  // namespace ddp

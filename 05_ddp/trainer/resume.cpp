@@ -13,6 +13,14 @@
 namespace ddp {
 namespace {
 
+// Note [Resuming in the same buckets]
+// The bucket layout decides more than speed: with more than two ranks, Gloo's ring all-reduce
+// adds up each element in an order set by where it sits in its bucket, so another layout rounds
+// differently (two ranks only ever compute a + b, which is b + a exactly). A run resumed from a
+// checkpoint must therefore continue with the rebuilt buckets, not build the first-iteration
+// ones again (Note [Rebuilding the buckets], ddp.cpp): the checkpoint carries them. Without
+// that, a 4-rank run requeued by Slurm ended with other parameters than an uninterrupted one
+// (tests/test_slurm.cpp).
 torch::Tensor encode_buckets(const std::vector<std::vector<size_t>>& buckets) {
   std::vector<int64_t> flat{static_cast<int64_t>(buckets.size())};
   for (const auto& b : buckets) {
@@ -145,7 +153,7 @@ void checkpoint(const std::string& dir, int64_t step, const SamplerState& sample
       // resuming must continue its random stream, not restart it.
       a.write("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
       // The rebuilt buckets, flattened as [count, size, indices..., size, indices...]: a resumed
-      // run must sum in the same layout (Note [Rebuilding the buckets]).
+      // run must sum in the same layout (Note [Resuming in the same buckets]).
       if (ddp.rebuilt()) a.write("ddp.buckets", encode_buckets(ddp.bucket_assignment()));
     });
     log("checkpoint written: " + path);
@@ -218,6 +226,24 @@ void remove_checkpoints(const std::string& dir, Group& group) {
     if (!old.empty()) log("--reset: removed " + std::to_string(old.size()) + " checkpoint(s) of an earlier run from " + dir);
   }
   group.pg->barrier()->wait();
+}
+
+Checkpoints::Checkpoints(std::string dir, SamplerState sampler, int keep, torch::nn::Module& model,
+                         torch::optim::Optimizer& opt, DistributedDataParallel& ddp, Group& group)
+    : dir_(std::move(dir)), sampler_(std::move(sampler)), keep_(keep), model_(model), opt_(opt), ddp_(ddp), group_(group) {}
+
+int64_t Checkpoints::resume_or_reset(const TrainerOptions& o, const torch::Device& device) {
+  if (start_over(o)) {
+    remove_checkpoints(dir_, group_);  // or a later resume would find the old run's
+    return 0;
+  }
+  return saved_ = resume(dir_, device, sampler_, o.eval_only, model_, opt_, ddp_, group_);
+}
+
+void Checkpoints::save(int64_t step) {
+  if (step == saved_) return;
+  checkpoint(dir_, step, sampler_, keep_, model_, opt_, ddp_, group_);
+  saved_ = step;
 }
 
 void say_already_finished(const TrainerOptions& o, const std::string& folder, int64_t step, int64_t total_steps) {

@@ -49,6 +49,29 @@ bool start_over(const TrainerOptions& o);
 // barrier. Starting over must not leave them to be resumed from later, newer-looking than ours.
 void remove_checkpoints(const std::string& dir, Group& group);
 
+// The run's checkpoints as main.cpp uses them: where they go, what each records besides the
+// step, and which step was written last, so that a step asked for twice (an epoch's end, then a
+// preemption after it) is written once.
+class Checkpoints {
+ public:
+  Checkpoints(std::string dir, SamplerState sampler, int keep, torch::nn::Module& model, torch::optim::Optimizer& opt,
+              DistributedDataParallel& ddp, Group& group);
+  // The step to start from: 0 after removing the folder's checkpoints when start_over(o), else
+  // resume()'s (0 without a checkpoint).
+  int64_t resume_or_reset(const TrainerOptions& o, const torch::Device& device);
+  void save(int64_t step);  // checkpoint() after step `step`, unless this process wrote it already
+
+ private:
+  std::string dir_;
+  SamplerState sampler_;
+  int keep_;
+  torch::nn::Module& model_;
+  torch::optim::Optimizer& opt_;
+  DistributedDataParallel& ddp_;
+  Group& group_;
+  int64_t saved_ = -1;
+};
+
 // A run resumed at or past its last step trains nothing: rank 0 says so, plainly, with the way
 // to train again and the flags (drills, faults) that had no step left to act on.
 void say_already_finished(const TrainerOptions& o, const std::string& folder, int64_t step, int64_t total_steps);

@@ -4,7 +4,9 @@
 #include <torch/version.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -14,6 +16,20 @@
 #include "common/basics/paths.h"
 
 namespace ddp {
+
+std::pair<Dataset, Dataset> load_datasets(const TrainerOptions& o) {
+  Dataset train = o.synthetic ? synthetic_dataset(o.train_samples.value_or(60000), true) : load_fashion_mnist(o.data_dir, true);
+  Dataset test = o.synthetic ? synthetic_dataset(o.test_samples.value_or(10000), false) : load_fashion_mnist(o.data_dir, false);
+  if (o.train_samples) train = first_n(train, *o.train_samples);
+  if (o.test_samples) test = first_n(test, *o.test_samples);
+  return {std::move(train), std::move(test)};
+}
+
+double learning_rate(const TrainerOptions& o, int64_t step, int64_t total) {
+  if (step < o.warmup_steps) return o.lr * static_cast<double>(step + 1) / o.warmup_steps;
+  const double progress = static_cast<double>(step - o.warmup_steps) / std::max<int64_t>(1, total - o.warmup_steps);
+  return o.lr * 0.5 * (1 + std::cos(M_PI * progress));
+}
 
 OptimizerFactory optimizer_factory(const TrainerOptions& o) {
   return [o](const std::vector<torch::Tensor>& some) -> std::unique_ptr<torch::optim::Optimizer> {

@@ -1,5 +1,5 @@
-// defines: the trainer's plumbing: the optimizer by flag, and --nproc-per-node (re-running this
-// program under chapter 02's launcher).
+// defines: the trainer's plumbing: the data by flag, the learning-rate schedule, the optimizer by
+// flag, and --nproc-per-node (re-running this program under chapter 02's launcher).
 #pragma once
 #include <torch/torch.h>
 
@@ -9,10 +9,20 @@
 #include <vector>
 
 #include "05_ddp/trainer/options.h"
+#include "common/data/fashion_mnist.h"
 #include "common/basics/cli.h"
 #include "common/group/process_group.h"
 
 namespace ddp {
+
+// The training and test sets: Fashion-MNIST from --data-dir, or --synthetic images; the first
+// --train-samples / --test-samples of them when given.
+std::pair<Dataset, Dataset> load_datasets(const TrainerOptions& o);
+
+// Note [Warm-up and cosine]
+// The learning rate climbs linearly for the first --warmup-steps (large steps on random weights
+// make the loss jump), then falls along half a cosine to 0 at the last step.
+double learning_rate(const TrainerOptions& o, int64_t step, int64_t total);
 
 // SGD with momentum, or AdamW, as --optimizer says, over the parameters it is given (ZeRO,
 // going_further/zero.md, builds one over each rank's share).

@@ -30,6 +30,8 @@ std::string describe(const std::exception& e) {
 int guarded_main(const std::function<int()>& body) {
   try {
     return body();
+  } catch (const Exit& e) {
+    return e.code;
   } catch (const UsageError& e) {
     // The error file first: a launcher that stops this process right after it printed the line
     // (02_spawn stops the others when one fails) still finds the cause.

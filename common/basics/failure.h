@@ -17,8 +17,14 @@ std::string short_what(const std::exception& e);
 // another rank died).
 std::string describe(const std::exception& e);
 
-// Runs a program body: UsageError -> exit 2, anything else -> exit 1, each with one line that
-// names rank, host and cause. Under a launcher the cause also goes to the error file it named
+// Thrown to end the program with `code` from deep inside a run, destructors running on the way
+// out: what Python's sys.exit(code) does by raising SystemExit. guarded_main() returns `code`.
+struct Exit {
+  int code;
+};
+
+// Runs a program body: Exit -> its code, UsageError -> exit 2, anything else -> exit 1, each
+// error with one line that names rank, host and cause. Under a launcher the cause also goes to the error file it named
 // (TORCHELASTIC_ERROR_FILE: torchrun and 02_spawn), so the launcher can say who failed and why.
 int guarded_main(const std::function<int()>& body);
 

@@ -17,7 +17,7 @@ restart=$(sed -n 's/.*requeued: starting again .*SLURM_RESTART_COUNT=\([0-9]*\)$
 stopped=$(sed -n 's/^\[rank 0\/2\] preempted: .* stopped after step \([0-9]*\) .*/\1/p' "$WORK/job.log" | head -n 1)
 [ -n "$job" ] && [ -n "$restart" ] && [ -n "$stopped" ] || fail "the job was not preempted and requeued as it should be: $(tail -n 3 "$WORK/job.log")"
 grep -q '^\[rank 0/2\] requeued: ' "$WORK/job.log" ||
-  fail "the restarted run printed no line 'requeued: restart <n> of Slurm job <id>, resuming at step <step>': in step 4 of 05_ddp/main.cpp, after ddp::resume, read SLURM_RESTART_COUNT and SLURM_JOB_ID (std::getenv) and log it with ddp::log0"
+  fail "the restarted run printed no line 'requeued: restart <n> of Slurm job <id>, resuming at step <step>': in step 4 of 05_ddp/main.cpp, after checkpoints.resume_or_reset(), read SLURM_RESTART_COUNT and SLURM_JOB_ID (std::getenv) and log it with ddp::log0"
 [ "$(grep -c '^\[rank 0/2\] requeued: ' "$WORK/job.log")" = 1 ] ||
   fail "rank 0 printed 'requeued: ...' $(grep -c '^\[rank 0/2\] requeued: ' "$WORK/job.log") times; once is right: in the run after the requeue"
 # The line must come from the restarted run: after the simulator's "(restart 1) running".
@@ -28,6 +28,6 @@ line=${after#\[rank 0/2\] }
   fail "the line '$line' is not 'requeued: restart <n> of Slurm job <id>, resuming at step <step>'"
 [ "${BASH_REMATCH[1]}" = "$restart" ] || fail "your line says restart ${BASH_REMATCH[1]}; Slurm set SLURM_RESTART_COUNT=$restart"
 [ "${BASH_REMATCH[2]}" = "$job" ] || fail "your line says job ${BASH_REMATCH[2]}; the job is $job (SLURM_JOB_ID)"
-[ "${BASH_REMATCH[3]}" = "$stopped" ] || fail "your line says step ${BASH_REMATCH[3]}; the preempted run stopped after step $stopped, and the resumed run goes on from there (the step ddp::resume returns)"
+[ "${BASH_REMATCH[3]}" = "$stopped" ] || fail "your line says step ${BASH_REMATCH[3]}; the preempted run stopped after step $stopped, and the resumed run goes on from there (the step checkpoints.resume_or_reset() returns)"
 grep -q "job $job ended: COMPLETED" "$WORK/job.log" || fail "the job did not complete: $(tail -n 2 "$WORK/job.log")"
 pass "$line; the job then completed"

@@ -56,7 +56,7 @@ void RunExtras::before_step(int64_t step) {
 }
 
 void RunExtras::after_step(int64_t step, Checkpoints& checkpoints) {
-  // Note [Preemption and requeue] (common/slurm/preemption.h), chapter 06's lesson.
+  // Note [Preemption and requeue] (common/slurm/preemption.cpp), chapter 06's lesson.
   if (o_.drill_at_step == step + 1 && fresh_run_) ::raise(signal_);  // as if the scheduler sent it now
   const bool last_step = step + 1 == total_steps_;
   if (stop_vote_.next(preemption_signal() != 0, /*post=*/!last_step) && !last_step) {

@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
     //    Each step below is bounded by --timeout; the watchdog also bounds the waits that
     //    LibTorch leaves unbounded (a port held by a program that is not a store).
     ddp::Watchdog watchdog(ddp::join_time_limit(info), "joining the process group");
+    // c10::intrusive_ptr: LibTorch's reference-counted pointer, which c10d hands out.
     c10::intrusive_ptr<c10d::Store> store = ddp::make_store(info);
 
     // 4. Roll call: every rank checks in under its own key and waits for the others. If one
@@ -68,6 +69,7 @@ int main(int argc, char** argv) {
     // 5. The process group: Gloo exchanges each rank's address through the store and opens a
     //    connection to every peer. From here on the store is no longer needed for data.
     //    Gloo works on CPU tensors, NCCL on tensors of this rank's GPU (cuda:<local rank>).
+    // ddp::Backend: the base class of ProcessGroupGloo and ProcessGroupNCCL (common/group/compat.h).
     c10::intrusive_ptr<ddp::Backend> pg = ddp::make_backend(store, info);
     watchdog.disarm();
     ddp::log("Rank " + std::to_string(rank) + " has joined the process group!");

@@ -35,7 +35,30 @@
 #include "common/basics/failure.h"
 #include "common/basics/log.h"
 
-namespace {
+std::string batch_script(const ddp::JobSpec& j);  // step 2, below main
+
+int main(int argc, char** argv) {
+  // Under the name `scontrol`, this program is the stand-in that --local puts on the tasks' PATH.
+  const char* base = std::strrchr(argv[0], '/');
+  if (std::strcmp(base ? base + 1 : argv[0], "scontrol") == 0) return ddp::local_scontrol(argc, argv);
+
+  return ddp::guarded_main([&] {
+    // 1. The plan: the flags, read and checked before anything is written or submitted (job.cpp).
+    const ddp::Plan p = ddp::read_plan(argc, argv);
+    const std::string script = batch_script(p.job);  // 2.
+    // 3. With --local: the same job on this machine, as Slurm would run it (Note [The simulated cluster]);
+    //    the simulator gives the tasks what the script's #SBATCH lines ask for.
+    if (p.local) return ddp::run_local(p.job);
+
+    // 4. Print or write the script; submit it with sbatch and follow it (Note [Submitting and following a job]).
+    if (p.script_out.empty()) return std::cout << script, ddp::kExitOk;
+    std::ofstream(p.script_out) << script;
+    if (!p.submit) return ddp::log("batch script written: " + p.script_out), ddp::kExitOk;
+    const std::string id = ddp::submit(p.script_out, p.timeout_s);
+    ddp::log("submitted job " + id + " (" + p.script_out + "); its log: " + p.job.out_dir + "/" + p.job.name + "-" + id + ".out");
+    return p.follow ? ddp::follow(p.job, id, p.timeout_s) : ddp::kExitOk;
+  });
+}
 
 // 2. The batch script. sbatch reads the #SBATCH lines (they must come before the first command),
 //    then runs the rest on the first node of the allocation; `srun` there starts the tasks.
@@ -74,29 +97,4 @@ std::string batch_script(const ddp::JobSpec& j) {
   }
   s << "\n";
   return s.str();
-}
-
-}  // namespace
-
-int main(int argc, char** argv) {
-  // Under the name `scontrol`, this program is the stand-in that --local puts on the tasks' PATH.
-  const char* base = std::strrchr(argv[0], '/');
-  if (std::strcmp(base ? base + 1 : argv[0], "scontrol") == 0) return ddp::local_scontrol(argc, argv);
-
-  return ddp::guarded_main([&] {
-    // 1. The plan: the flags, read and checked before anything is written or submitted (job.cpp).
-    const ddp::Plan p = ddp::read_plan(argc, argv);
-    const std::string script = batch_script(p.job);  // 2.
-    // 3. With --local: the same job on this machine, as Slurm would run it (Note [The simulated cluster]);
-    //    the simulator gives the tasks what the script's #SBATCH lines ask for.
-    if (p.local) return ddp::run_local(p.job);
-
-    // 4. Print or write the script; submit it with sbatch and follow it (Note [Submitting and following a job]).
-    if (p.script_out.empty()) return std::cout << script, ddp::kExitOk;
-    std::ofstream(p.script_out) << script;
-    if (!p.submit) return ddp::log("batch script written: " + p.script_out), ddp::kExitOk;
-    const std::string id = ddp::submit(p.script_out, p.timeout_s);
-    ddp::log("submitted job " + id + " (" + p.script_out + "); its log: " + p.job.out_dir + "/" + p.job.name + "-" + id + ".out");
-    return p.follow ? ddp::follow(p.job, id, p.timeout_s) : ddp::kExitOk;
-  });
 }

@@ -78,7 +78,7 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
   app.add_flag("--eval-only", o.eval_only, "Evaluate the latest checkpoint (or the initial weights) and stop");
   app.add_option("--expect-accuracy", o.expect_accuracy, "Fail unless the final test accuracy reaches this (0-1)")
       ->check(finite_number())->check(CLI::Range(0.0, 1.0));
-  app.add_option("--save-init", o.save_init, "Rank 0 writes the initial parameters here (torch::pickle_save)");
+  app.add_option("--save-init", o.save_init, "Rank 0 writes the initial parameters here (torch::pickle_save); a resumed run writes none");
   app.add_option("--save-params", o.save_params, "Rank 0 writes the final parameters here (torch::pickle_save)");
   app.add_option("--nproc-per-node", o.nproc_per_node, "Start this many ranks here, through 02_spawn")->check(CLI::PositiveNumber);
   app.add_option("--on-failure", o.on_failure,

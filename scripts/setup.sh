@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the course needs, once; quiet and quick when everything is already there.
 #   cpu  : Debian packages (compiler, CMake, libtorch-dev 1.13 with Gloo, OpenBLAS, CLI11, GoogleTest, zlib,
-#          python3-torch 1.13, the reference the parity tests compare against, and the real
-#          Fashion-MNIST from dataset-fashion-mnist)
+#          python3-torch 1.13, the reference the parity tests compare against, python3-torchvision
+#          0.14, whose model definitions bench/profile_model.py profiles, and the real Fashion-MNIST
+#          from dataset-fashion-mnist)
 #   cuda : the above, plus a project-local virtualenv (.venv) with PyPI torch==2.11.0 (CUDA 13.0,
 #          NCCL 2.28.9), whose LibTorch CMake finds via torch.utils.cmake_prefix_path, and
 #          tensorboard, whose reader checks the trainer's event files; it needs the CUDA 13.0
@@ -30,8 +31,10 @@ resolve_flavours "[setup]" ${*:-${DDP_FLAVOURS:-}}
 # common/compute/blas.h). The pthread build measured best with 2 ranks on 2 cores
 # (docs/measured.md, "The BLAS under Debian's LibTorch").
 # iproute2: `ip` and `tc`, which --link uses to make simulated nodes hosts (Note [Nodes as hosts]).
+# python3-torchvision: the model definitions (ResNets, ...) bench/profile_model.py writes profiles
+# from, matching python3-torch; 7 packages, 1.3 MB, about 6 s.
 packages=(g++ make cmake binutils libtorch-dev libgloo-dev libopenblas0-pthread libcli11-dev libgtest-dev zlib1g-dev
-          nlohmann-json3-dev python3-venv python3-torch dataset-fashion-mnist iproute2)
+          nlohmann-json3-dev python3-venv python3-torch python3-torchvision dataset-fashion-mnist iproute2)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,290 @@
+// provides: the DDP step simulator of bench/ddp_sim (the profile reader, the all-reduce times,
+// the buckets and the step's timeline).
+#include "bench/ddp_sim.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+
+#include "05_ddp/ddp.h"  // assign_buckets: the course's own rule, not a copy of it
+#include "common/basics/errors.h"
+
+namespace ddp::sim {
+
+// Note [What the simulator plays out]
+// One training step of chapter 05's DDP (05_ddp/ddp.cpp) on one rank: forward, then backward
+// layer by layer in reverse, each gradient's hook copying it into its bucket, each full bucket's
+// all-reduce launched in bucket order, queued behind the one before (one communication stream,
+// as NCCL's and 05's), the wait for the last, the copy back, the optimizer. Every rank runs the
+// same model on the same batch size, so every rank's timeline is the same: a synchronous
+// all-reduce ends for all ranks at once, and one rank stands for all. What the world size
+// changes is only what each all-reduce costs (Note [All-reduce across nodes]); the simulation
+// is O(parameters + buckets) at any world size, 1,024 GPUs as fast as 2. It is deterministic:
+// no randomness, no clock, events in a fixed order. Not modelled (yet): stragglers and jitter
+// between ranks, contention between the all-reduce and backward for memory bandwidth or SMs,
+// NCCL's tree algorithm, several communication streams.
+//
+// Note [Splitting the compute]
+// The input is the measured time of one step without DDP on one GPU (compute_s: a table's
+// "no ddp" column, or a run measured here), not FLOPs times a peak rate: the profile's FLOPs only
+// say how that time divides. optimizer_s (default 0) is taken off first: it runs after the
+// all-reduces. The rest is forward and backward in proportion to the sums of forward_flops and
+// backward_flops over the layers, and backward's share is divided among the layers by their
+// backward_flops; a layer's backward time is its share, whatever its kind (a memory-bound
+// BatchNorm gets less time than it takes, a matmul more: the profile cannot say better).
+// Backward runs the layers in reverse forward order; a parameter's gradient is ready when its
+// layer's backward ends, and a layer's gradients fire their hooks in reverse registration order
+// (NOTES: hooks fire in reverse parameter order). A layer listed twice (used twice in forward)
+// produces its gradients at the end of the backward of its first use, the last to run.
+
+// Note [Buckets as each DDP cuts them]
+// rebuilt (05 after its first step, PyTorch >= 1.5): assign_buckets over the order the gradients
+//   become ready, the first bucket closed at 1 MiB, the others at the cap (Note [Buckets],
+//   Note [Rebuilding the buckets] in 05_ddp/ddp.cpp, whose function this calls).
+// first_iteration (05's and PyTorch's first step): one bucket of every parameter in
+//   registration order, launched when backward has ended: no overlap.
+// pytorch_1_4 (the PyTorch of benchmarks/distributed/ddp/README.md's table): no rebuild. Its
+//   distributed.py cuts buckets once, in registration order, "a single small bucket for
+//   parameters that are defined first" (1 MiB) and then the cap, and hands the reducer the list
+//   reversed ("approximate the order in which their gradients are produced"). So the small
+//   bucket holds the first layers and is the last launched; the first launched is whatever the
+//   cap left at the end of the registration order. The same closing rule (a bucket closes once
+//   it holds at least its limit): assign_buckets over registration order, the result reversed.
+//
+// Note [DDP's own costs]
+// What DDP adds to a step besides the all-reduces, each on the critical path: per gradient a
+// hook (per_param_s: the autograd hook, its bookkeeping, the launch of its copy) and the copy of
+// its bytes into the bucket (bytes / copy_bytes_per_s), both between its layer's backward and
+// the next layer's; per bucket the launch of its all-reduce (per_bucket_s), before the all-reduce
+// starts and before backward goes on; after the last all-reduce, the copy of every bucket back
+// into the gradients (all bytes / copy_bytes_per_s). None of these is measured in a table's
+// multi-GPU cells: per_param_s is to be calibrated from the 1-GPU columns only (DDP at one GPU
+// minus no DDP: there is no communication at world 1), never fitted to the cells it is judged on.
+
+namespace {
+
+[[noreturn]] void bad(const std::string& where, const std::string& what) { throw UsageError(where + ": " + what); }
+
+const nlohmann::json& field(const nlohmann::json& object, const char* key, const std::string& where, const std::string& path) {
+  if (!object.is_object()) bad(where, path + " is not an object");
+  auto it = object.find(key);
+  if (it == object.end()) bad(where, path + " has no \"" + key + "\"");
+  return *it;
+}
+std::string text(const nlohmann::json& object, const char* key, const std::string& where, const std::string& path) {
+  const nlohmann::json& v = field(object, key, where, path);
+  if (!v.is_string()) bad(where, path + "." + key + " is not a string");
+  return v.get<std::string>();
+}
+double number(const nlohmann::json& object, const char* key, const std::string& where, const std::string& path) {
+  const nlohmann::json& v = field(object, key, where, path);
+  if (!v.is_number() || !(v.get<double>() >= 0)) bad(where, path + "." + key + " is not a number >= 0");
+  return v.get<double>();
+}
+
+// Each layer's parameters (registration order), by the layer's first occurrence in forward.
+std::vector<std::vector<size_t>> params_by_layer(const Profile& profile) {
+  std::map<std::string, size_t> first;
+  for (size_t l = 0; l < profile.layers.size(); ++l) first.emplace(profile.layers[l].name, l);
+  std::vector<std::vector<size_t>> by_layer(profile.layers.size());
+  for (size_t i = 0; i < profile.parameters.size(); ++i) {
+    auto it = first.find(profile.parameters[i].layer);
+    if (it == first.end()) {
+      throw std::invalid_argument("parameter " + profile.parameters[i].name + ": no layer \"" + profile.parameters[i].layer + "\"");
+    }
+    by_layer[it->second].push_back(i);
+  }
+  return by_layer;
+}
+
+void check_link(const Link& link, const std::string& name) {
+  if (!(link.bytes_per_s > 0)) throw std::invalid_argument(name + " bandwidth must be > 0");
+  if (!(link.latency_s >= 0)) throw std::invalid_argument(name + " latency must be >= 0");
+}
+
+}  // namespace
+
+Profile parse_profile(const nlohmann::json& j, const std::string& where) {
+  Profile p;
+  p.model = text(j, "model", where, "the profile");
+  if (j.is_object() && j.contains("source") && j["source"].is_string()) p.source = j["source"].get<std::string>();
+  const nlohmann::json& params = field(j, "parameters", where, "the profile");
+  const nlohmann::json& layers = field(j, "layers", where, "the profile");
+  if (!params.is_array() || params.empty()) bad(where, "\"parameters\" is not a non-empty array");
+  if (!layers.is_array() || layers.empty()) bad(where, "\"layers\" is not a non-empty array");
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const std::string path = "layers[" + std::to_string(l) + "]";
+    Profile::Layer layer;
+    layer.name = text(layers[l], "name", where, path);
+    if (layers[l].contains("type") && layers[l]["type"].is_string()) layer.type = layers[l]["type"].get<std::string>();
+    layer.forward_flops = number(layers[l], "forward_flops", where, path);
+    layer.backward_flops = number(layers[l], "backward_flops", where, path);
+    p.layers.push_back(layer);
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string path = "parameters[" + std::to_string(i) + "]";
+    Profile::Parameter q;
+    q.name = text(params[i], "name", where, path);
+    q.layer = text(params[i], "layer", where, path);
+    q.numel = static_cast<int64_t>(number(params[i], "numel", where, path));
+    q.bytes = static_cast<size_t>(number(params[i], "bytes", where, path));
+    p.parameters.push_back(q);
+  }
+  try {
+    params_by_layer(p);  // every parameter names a layer of the profile
+  } catch (const std::invalid_argument& e) {
+    bad(where, e.what());
+  }
+  double flops = 0;
+  for (const auto& l : p.layers) flops += l.forward_flops + l.backward_flops;
+  if (!(flops > 0)) bad(where, "the layers have no FLOPs: nothing to divide the compute time by");
+  return p;
+}
+
+Profile read_profile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError(path + ": cannot read the profile");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw UsageError(path + ": not JSON: " + e.what());
+  }
+  return parse_profile(j, path);
+}
+
+// Note [All-reduce across nodes]
+// A ring over p ranks (bench/alpha_beta.h's Note [The alpha-beta model of a ring all-reduce]):
+// a reduce-scatter and an all-gather, 2(p-1) steps of n/p bytes,
+//     ring(p, n) = 2(p-1) alpha + 2(p-1)/p n / B.
+// ring over all ranks: every step waits for its slowest hop. Across nodes that is the hop
+//   between nodes: alpha = the larger latency, B = the smaller bandwidth, where the inter-node
+//   bandwidth is all of a node's interfaces together (the ring leaves each node once, and NCCL
+//   spreads its channels over the interfaces). At 1,024 ranks the 2(p-1) latencies dominate
+//   a small bucket: the reason for the next.
+// hierarchical (g GPUs per node, N nodes): reduce-scatter within the node, each GPU then holding
+//   the node's sum of n/g bytes; g rings across the nodes at once (one per local rank) each
+//   all-reduce their n/g bytes, sharing the node's inter-node bandwidth B_e, so each gets B_e/g;
+//   then an all-gather within the node. The halves of a ring are half of ring():
+//     (g-1) a_i + (g-1)/g n/B_i                    reduce-scatter in the node
+//   + 2(N-1) a_e + 2(N-1)/N (n/g) / (B_e/g)        = 2(N-1) a_e + 2(N-1)/N n/B_e
+//   + (g-1) a_i + (g-1)/g n/B_i                    all-gather in the node.
+//   At N = 1 it is ring(g) within the node, at g = 1 ring(N) between nodes. It pays 2(g-1) +
+//   2(N-1) latencies instead of 2(Ng-1), and sends over the slow links 2(N-1)/N n per node
+//   where the flat ring sends 2(Ng-1)/(Ng) n through each node's interfaces: a little less.
+//   (NCCL 2.4+ also has a tree between nodes, log N latencies: not modelled yet.)
+
+CollectiveTime ring_allreduce(int ranks, double bytes, const Link& link) {
+  if (ranks < 1) throw std::invalid_argument("a ring needs at least one rank");
+  const double steps = 2.0 * (ranks - 1);
+  return {steps * link.latency_s, steps / ranks * bytes / link.bytes_per_s};
+}
+
+CollectiveTime allreduce(const World& world, const Network& net, double bytes) {
+  const int g = world.gpus_per_node, n = world.nodes;
+  if (n == 1) return ring_allreduce(g, bytes, net.intra);
+  if (net.algorithm == Algorithm::ring) {
+    const Link slowest{std::min(net.intra.bytes_per_s, net.inter.bytes_per_s), std::max(net.intra.latency_s, net.inter.latency_s)};
+    return ring_allreduce(world.size(), bytes, g == 1 ? net.inter : slowest);
+  }
+  const CollectiveTime in_node = ring_allreduce(g, bytes, net.intra);  // its halves: reduce-scatter + all-gather
+  const CollectiveTime across = ring_allreduce(n, bytes, net.inter);   // n/g bytes at B_e/g: the same time as n at B_e
+  return {in_node.latency_s + across.latency_s, in_node.bandwidth_s + across.bandwidth_s};
+}
+
+std::vector<size_t> ready_order(const Profile& profile) {
+  const auto by_layer = params_by_layer(profile);
+  std::vector<size_t> order;
+  for (auto l = by_layer.rbegin(); l != by_layer.rend(); ++l) order.insert(order.end(), l->rbegin(), l->rend());
+  return order;
+}
+
+std::vector<std::vector<size_t>> bucket_assignment(const Profile& profile, const Options& options) {
+  std::vector<size_t> sizes, registration;
+  for (size_t i = 0; i < profile.parameters.size(); ++i) sizes.push_back(profile.parameters[i].bytes), registration.push_back(i);
+  switch (options.bucketing) {
+    case Bucketing::first_iteration:
+      return assign_buckets(registration, sizes, kOneBucket, kOneBucket);
+    case Bucketing::pytorch_1_4: {
+      auto buckets = assign_buckets(registration, sizes, options.first_bucket_bytes, options.bucket_cap_bytes);
+      std::reverse(buckets.begin(), buckets.end());
+      return buckets;
+    }
+    case Bucketing::rebuilt:
+    default:
+      return assign_buckets(ready_order(profile), sizes, options.first_bucket_bytes, options.bucket_cap_bytes);
+  }
+}
+
+StepResult simulate(const Profile& profile, const World& world, const Network& net, const Options& options) {
+  if (world.nodes < 1 || world.gpus_per_node < 1) throw std::invalid_argument("the world needs at least one node of one GPU");
+  if (!(options.compute_s > 0)) throw std::invalid_argument("the compute time must be > 0");
+  if (!(options.optimizer_s >= 0 && options.optimizer_s < options.compute_s)) {
+    throw std::invalid_argument("the optimizer time must be >= 0 and less than the compute time");
+  }
+  if (options.bucket_cap_bytes == 0 || options.first_bucket_bytes == 0) throw std::invalid_argument("bucket limits must be > 0");
+  if (!(options.per_param_s >= 0 && options.per_bucket_s >= 0 && options.copy_bytes_per_s >= 0)) {
+    throw std::invalid_argument("DDP's costs must be >= 0");
+  }
+  if (world.gpus_per_node > 1) check_link(net.intra, "the intra-node link's");
+  if (world.nodes > 1) check_link(net.inter, "the inter-node link's");
+
+  // Forward and backward: Note [Splitting the compute].
+  double forward_flops = 0, backward_flops = 0;
+  for (const auto& l : profile.layers) forward_flops += l.forward_flops, backward_flops += l.backward_flops;
+  if (!(forward_flops + backward_flops > 0)) throw std::invalid_argument("the profile has no FLOPs");
+  StepResult r;
+  const double passes = options.compute_s - options.optimizer_s;
+  r.forward_s = passes * forward_flops / (forward_flops + backward_flops);
+  r.backward_compute_s = passes - r.forward_s;
+  const auto copy_s = [&](double bytes) { return options.copy_bytes_per_s > 0 ? bytes / options.copy_bytes_per_s : 0.0; };
+
+  // The buckets, and which one each gradient goes to.
+  const auto assignment = bucket_assignment(profile, options);
+  std::vector<size_t> bucket_of(profile.parameters.size()), pending;
+  for (size_t b = 0; b < assignment.size(); ++b) {
+    BucketTimeline t;
+    t.params = assignment[b];
+    for (size_t i : assignment[b]) bucket_of[i] = b, t.bytes += profile.parameters[i].bytes;
+    pending.push_back(assignment[b].size());
+    r.buckets.push_back(std::move(t));
+  }
+
+  // Backward, event by event: a layer's backward, its gradients' hooks, the launches they allow
+  // (in bucket order: 05's launch_ready_buckets), each all-reduce behind the one before.
+  double now = r.forward_s, link_free = 0, total_bytes = 0;
+  size_t next = 0;
+  const auto by_layer = params_by_layer(profile);
+  for (size_t l = profile.layers.size(); l-- > 0;) {
+    if (backward_flops > 0) now += r.backward_compute_s * profile.layers[l].backward_flops / backward_flops;
+    for (auto i = by_layer[l].rbegin(); i != by_layer[l].rend(); ++i) {
+      const double bytes = static_cast<double>(profile.parameters[*i].bytes);
+      const double hook = options.per_param_s + copy_s(bytes);
+      now += hook, r.ddp_overhead_s += hook, total_bytes += bytes;
+      --pending[bucket_of[*i]];
+      while (next < r.buckets.size() && pending[next] == 0) {
+        BucketTimeline& b = r.buckets[next++];
+        now += options.per_bucket_s, r.ddp_overhead_s += options.per_bucket_s;
+        const CollectiveTime t = allreduce(world, net, static_cast<double>(b.bytes));
+        b.ready_s = now;
+        b.start_s = std::max(now, link_free);
+        b.latency_s = t.latency_s, b.bandwidth_s = t.bandwidth_s;
+        b.end_s = link_free = b.start_s + t.total();
+        r.comm_s += t.total();
+      }
+    }
+  }
+  r.backward_end_s = now;
+  r.exposed_comm_s = std::max(0.0, link_free - now);
+  // After the wait: the averaged gradients back out of the buckets, then the optimizer.
+  const double copy_back = copy_s(total_bytes);
+  r.ddp_overhead_s += copy_back;
+  r.step_s = std::max(now, link_free) + copy_back + options.optimizer_s;
+  r.overlap_share = r.comm_s > 0 ? 1 - r.exposed_comm_s / r.comm_s : 0;
+  r.efficiency = options.compute_s / r.step_s;
+  return r;
+}
+
+}  // namespace ddp::sim

@@ -1,0 +1,107 @@
+// defines: the DDP step simulator of bench/ddp_sim: one step of chapter 05's DDP played out at any
+// scale from a model profile, a world and a network (Note [What the simulator plays out]).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ddp::sim {
+
+constexpr size_t kMiB = 1024 * 1024;
+
+// ---- the inputs ----
+
+// A model as bench/profile_model.py writes it (bench/profiles/<model>.json).
+struct Profile {
+  struct Parameter {
+    std::string name, layer;  // the layer whose backward produces its gradient
+    int64_t numel = 0;
+    size_t bytes = 0;
+  };
+  struct Layer {
+    std::string name, type;
+    double forward_flops = 0, backward_flops = 0;
+  };
+  std::string model, source;
+  std::vector<Parameter> parameters;  // in registration order: DDP's order
+  std::vector<Layer> layers;          // in forward execution order
+};
+// UsageError naming `where` (the file) and the field when the JSON lacks one or it is malformed.
+Profile parse_profile(const nlohmann::json& j, const std::string& where);
+Profile read_profile(const std::string& path);  // UsageError when unreadable
+
+// One kind of link: bytes per second one rank's share of it carries, and the latency of one
+// step of a collective over it (the alpha of bench/alpha_beta.h).
+struct Link {
+  double bytes_per_s = 0, latency_s = 0;
+};
+enum class Algorithm { ring, hierarchical };  // Note [All-reduce across nodes]
+struct Network {
+  Link intra;  // within a node: GPU to GPU
+  Link inter;  // between nodes: all of one node's network interfaces together
+  Algorithm algorithm = Algorithm::ring;
+};
+struct World {
+  int nodes = 1, gpus_per_node = 1;
+  int size() const { return nodes * gpus_per_node; }
+};
+
+// Which buckets: Note [Buckets as each DDP cuts them].
+enum class Bucketing { rebuilt, first_iteration, pytorch_1_4 };
+
+struct Options {
+  double compute_s = 0;    // one step without DDP on one GPU: forward, backward and optimizer
+  double optimizer_s = 0;  // the part of compute_s after backward (Note [Splitting the compute])
+  size_t bucket_cap_bytes = 25 * kMiB;   // 05's --bucket-cap-mb, PyTorch's bucket_cap_mb
+  size_t first_bucket_bytes = 1 * kMiB;  // PyTorch's dist._DEFAULT_FIRST_BUCKET_BYTES
+  Bucketing bucketing = Bucketing::rebuilt;
+  // DDP's own costs (Note [DDP's own costs]); 0: none.
+  double per_param_s = 0;        // each gradient's hook
+  double per_bucket_s = 0;       // each bucket's launch
+  double copy_bytes_per_s = 0;   // copying into and out of buckets; 0: free
+};
+
+// ---- the result ----
+
+struct BucketTimeline {
+  size_t bytes = 0;
+  std::vector<size_t> params;  // indices into Profile::parameters, in the bucket's order
+  double ready_s = 0, start_s = 0, end_s = 0;  // seconds from the start of the step
+  double latency_s = 0, bandwidth_s = 0;       // the all-reduce's two terms (end - start = their sum)
+};
+struct StepResult {
+  double forward_s = 0, backward_compute_s = 0;  // compute_s split (Note [Splitting the compute])
+  double ddp_overhead_s = 0;  // hooks, launches and copies (Note [DDP's own costs])
+  double backward_end_s = 0;  // from the start of the step: forward, backward and its hooks
+  double comm_s = 0;          // every all-reduce, end to end
+  double exposed_comm_s = 0;  // the communication left once backward has ended
+  double step_s = 0;
+  double overlap_share = 0;   // 1 - exposed / comm (0 without communication)
+  double efficiency = 0;      // compute_s / step_s: per GPU, against one GPU without DDP
+  std::vector<BucketTimeline> buckets;  // in launch order
+};
+
+// ---- the model ----
+
+// An all-reduce of `bytes` over the world (Note [All-reduce across nodes]); latency and bandwidth
+// terms apart, their sum is the time.
+struct CollectiveTime {
+  double latency_s = 0, bandwidth_s = 0;
+  double total() const { return latency_s + bandwidth_s; }
+};
+CollectiveTime ring_allreduce(int ranks, double bytes, const Link& link);
+CollectiveTime allreduce(const World& world, const Network& net, double bytes);
+
+// Parameter indices in the order their gradients become ready (Note [Splitting the compute]).
+std::vector<size_t> ready_order(const Profile& profile);
+// The buckets, parameter indices in launch order (Note [Buckets as each DDP cuts them]).
+std::vector<std::vector<size_t>> bucket_assignment(const Profile& profile, const Options& options);
+
+// One step. std::invalid_argument for inputs no step has (no GPU, no compute, a link without
+// bandwidth): the tool turns those into UsageError naming its flag first.
+StepResult simulate(const Profile& profile, const World& world, const Network& net, const Options& options);
+
+}  // namespace ddp::sim

@@ -1,0 +1,150 @@
+// ddp_sim: one step of chapter 05's DDP simulated at any scale, from a model profile
+// (bench/profile_model.py), the measured step time without DDP, a world and its network.
+// See Note [What the simulator plays out] in bench/ddp_sim.cpp.
+//
+// Usage:
+//   ./build-cpu/ddp_sim --profile bench/profiles/resnet50.json --compute-ms 97 --nodes 2 --gpus-per-node 8
+//   ./build-cpu/ddp_sim --profile bench/profiles/resnet50.json --compute-ms 97 --nodes 128 --gpus-per-node 8 \
+//       --algorithm hierarchical --intra-gbps 1000 --inter-gbps 400 --timeline
+//
+// The network's defaults are placeholders, not the figures of any machine: give yours.
+
+#include <chrono>
+#include <cstdio>
+#include <stdexcept>
+
+#include "bench/ddp_sim.h"
+#include "common/basics/cli.h"
+#include "common/basics/errors.h"
+#include "common/basics/failure.h"
+#include "common/basics/log.h"
+
+namespace {
+
+std::string ms(double s) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%.3f ms", s * 1e3);
+  return b;
+}
+
+const char* bucketing_name(ddp::sim::Bucketing b) {
+  switch (b) {
+    case ddp::sim::Bucketing::first_iteration: return "first iteration: one bucket in registration order";
+    case ddp::sim::Bucketing::pytorch_1_4: return "PyTorch 1.4: cut in registration order, launched in reverse";
+    default: return "rebuilt in the order gradients become ready (05 after its first step)";
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ddp_sim: one DDP step simulated at any scale (bench/ddp_sim.cpp)"};
+  ddp::show_true_defaults(app);  // Note [Help that tells the truth]
+  std::string profile_path, algorithm = "ring", bucketing = "rebuilt";
+  double compute_ms = 0, optimizer_ms = 0, intra_gbps = 100, inter_gbps = 25, intra_latency_us = 5, inter_latency_us = 10;
+  double bucket_cap_mb = 25, first_bucket_mb = 1, per_param_us = 0, per_bucket_us = 0, copy_gb_per_s = 0;
+  int nodes = 1, gpus_per_node = 8;
+  bool first_iteration = false, timeline = false;
+  app.add_option("--profile", profile_path, "The model's profile (JSON, bench/profile_model.py)")->required();
+  app.add_option("--compute-ms", compute_ms, "One step without DDP on one GPU: forward, backward, optimizer")
+      ->required()->check(ddp::finite_number())->check(CLI::PositiveNumber);
+  app.add_option("--optimizer-ms", optimizer_ms, "The part of --compute-ms after backward (runs after the all-reduces)")
+      ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
+  app.add_option("--nodes", nodes, "Nodes")->check(CLI::PositiveNumber);
+  app.add_option("--gpus-per-node", gpus_per_node, "GPUs (ranks) per node")->check(CLI::PositiveNumber);
+  app.add_option("--intra-gbps", intra_gbps, "Within a node: Gb/s each GPU's link carries (a placeholder default)")
+      ->check(ddp::finite_number())->check(CLI::PositiveNumber);
+  app.add_option("--inter-gbps", inter_gbps, "Between nodes: Gb/s of one node's interfaces together (a placeholder default)")
+      ->check(ddp::finite_number())->check(CLI::PositiveNumber);
+  app.add_option("--intra-latency-us", intra_latency_us, "Within a node: latency of one step of a collective, us")
+      ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
+  app.add_option("--inter-latency-us", inter_latency_us, "Between nodes: latency of one step of a collective, us")
+      ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
+  app.add_option("--algorithm", algorithm, "ring (over all ranks) or hierarchical (Note [All-reduce across nodes])")
+      ->check(CLI::IsMember({"ring", "hierarchical"}));
+  app.add_option("--bucket-cap-mb", bucket_cap_mb, "Bucket cap, MiB")->check(ddp::finite_number())->check(CLI::PositiveNumber);
+  app.add_option("--first-bucket-mb", first_bucket_mb, "The first bucket's limit, MiB")
+      ->check(ddp::finite_number())->check(CLI::PositiveNumber);
+  app.add_option("--bucketing", bucketing, "rebuilt, first-iteration or pytorch-1.4 (Note [Buckets as each DDP cuts them])")
+      ->check(CLI::IsMember({"rebuilt", "first-iteration", "pytorch-1.4"}));
+  app.add_flag("--first-iteration", first_iteration, "The first step: one bucket, no rebuild (--bucketing first-iteration)");
+  app.add_option("--per-param-us", per_param_us, "DDP's cost per gradient's hook, us (Note [DDP's own costs])")
+      ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
+  app.add_option("--per-bucket-us", per_bucket_us, "DDP's cost per bucket's launch, us")->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
+  app.add_option("--copy-gb-per-s", copy_gb_per_s, "Copies into and out of buckets, GB/s; 0: free")
+      ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
+  app.add_flag("--timeline", timeline, "Print each bucket: its gradients, bytes, ready, start and end");
+  ddp::parse_flags(app, argc, argv);
+  ddp::set_log_identity("ddp_sim");
+
+  return ddp::guarded_main([&] {
+    ddp::sim::Profile profile;
+    try {
+      profile = ddp::sim::read_profile(profile_path);
+    } catch (const ddp::UsageError& e) {
+      throw ddp::UsageError(std::string("--profile ") + e.what());
+    }
+    if (optimizer_ms >= compute_ms) throw ddp::UsageError("--optimizer-ms must be less than --compute-ms");
+    const ddp::sim::World world{nodes, gpus_per_node};
+    ddp::sim::Network net;
+    net.intra = {intra_gbps * 1e9 / 8, intra_latency_us * 1e-6};
+    net.inter = {inter_gbps * 1e9 / 8, inter_latency_us * 1e-6};
+    net.algorithm = algorithm == "hierarchical" ? ddp::sim::Algorithm::hierarchical : ddp::sim::Algorithm::ring;
+    ddp::sim::Options o;
+    o.compute_s = compute_ms / 1e3, o.optimizer_s = optimizer_ms / 1e3;
+    o.bucket_cap_bytes = static_cast<size_t>(bucket_cap_mb * ddp::sim::kMiB);
+    o.first_bucket_bytes = static_cast<size_t>(first_bucket_mb * ddp::sim::kMiB);
+    if (o.bucket_cap_bytes == 0 || o.first_bucket_bytes == 0) throw ddp::UsageError("--bucket-cap-mb and --first-bucket-mb: at least one byte");
+    o.bucketing = first_iteration || bucketing == "first-iteration" ? ddp::sim::Bucketing::first_iteration
+                  : bucketing == "pytorch-1.4"                      ? ddp::sim::Bucketing::pytorch_1_4
+                                                                    : ddp::sim::Bucketing::rebuilt;
+    o.per_param_s = per_param_us * 1e-6, o.per_bucket_s = per_bucket_us * 1e-6, o.copy_bytes_per_s = copy_gb_per_s * 1e9;
+
+    const auto t0 = std::chrono::steady_clock::now();
+    const ddp::sim::StepResult r = ddp::sim::simulate(profile, world, net, o);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+    // 1. What was simulated.
+    double bytes = 0;
+    for (const auto& p : profile.parameters) bytes += static_cast<double>(p.bytes);
+    std::printf("model %s: %zu parameters, %.2f MB of gradients, %zu layers%s%s\n", profile.model.c_str(), profile.parameters.size(),
+                bytes / 1e6, profile.layers.size(), profile.source.empty() ? "" : "; from ", profile.source.c_str());
+    std::printf("world %d node(s) x %d GPUs = %d ranks; %s all-reduce; within a node %g Gb/s, %g us; between nodes %g Gb/s, %g us\n",
+                nodes, gpus_per_node, world.size(), algorithm.c_str(), intra_gbps, intra_latency_us, inter_gbps, inter_latency_us);
+    std::printf("buckets: %s; first %g MiB, cap %g MiB: %zu bucket(s)\n", bucketing_name(o.bucketing), first_bucket_mb, bucket_cap_mb,
+                r.buckets.size());
+    std::printf("compute without DDP (given): %s = forward %s + backward %s + optimizer %s (split by the profile's FLOPs)\n",
+                ms(o.compute_s).c_str(), ms(r.forward_s).c_str(), ms(r.backward_compute_s).c_str(), ms(o.optimizer_s).c_str());
+
+    // 2. The buckets, one by one.
+    if (timeline) {
+      std::printf("%6s %7s %10s %11s %11s %11s %12s %12s  %s\n", "bucket", "params", "MiB", "ready_ms", "start_ms", "end_ms",
+                  "latency_ms", "bandwidth_ms", "first .. last gradient");
+      for (size_t b = 0; b < r.buckets.size(); ++b) {
+        const auto& k = r.buckets[b];
+        std::printf("%6zu %7zu %10.3f %11.3f %11.3f %11.3f %12.3f %12.3f  %s .. %s\n", b, k.params.size(), k.bytes / double(ddp::sim::kMiB),
+                    k.ready_s * 1e3, k.start_s * 1e3, k.end_s * 1e3, k.latency_s * 1e3, k.bandwidth_s * 1e3,
+                    profile.parameters[k.params.front()].name.c_str(), profile.parameters[k.params.back()].name.c_str());
+      }
+    }
+
+    // 3. The step.
+    double latency = 0;
+    for (const auto& k : r.buckets) latency += k.latency_s;
+    std::printf("step: %s\n", ms(r.step_s).c_str());
+    std::printf("backward end: %s (forward, backward and DDP's hooks)\n", ms(r.backward_end_s).c_str());
+    std::printf("all-reduce: %s in all (latency terms %s, bandwidth terms %s), exposed %s\n", ms(r.comm_s).c_str(), ms(latency).c_str(),
+                ms(r.comm_s - latency).c_str(), ms(r.exposed_comm_s).c_str());
+    std::printf("overlap share: %.1f%% of the all-reduce hidden behind backward\n", r.overlap_share * 100);
+    std::printf("DDP's own costs: %s (hooks, launches, copies)\n", ms(r.ddp_overhead_s).c_str());
+    std::printf("scaling efficiency: %.1f%% (compute without DDP / step: per GPU, against one GPU without DDP)\n", r.efficiency * 100);
+    // What the step lost beyond the compute, and which term of it is the larger.
+    const char* dominant = r.step_s - o.compute_s < 1e-12               ? "none: the step is its compute"
+                           : r.exposed_comm_s >= r.ddp_overhead_s       ? (latency > r.comm_s - latency ? "exposed all-reduce, latency-bound"
+                                                                                                          : "exposed all-reduce, bandwidth-bound")
+                                                                        : "DDP's own costs";
+    std::printf("beyond the compute: +%s; dominant term: %s\n", ms(r.step_s - o.compute_s).c_str(), dominant);
+    std::printf("(simulated in %.3f ms)\n", took * 1e3);
+    return ddp::kExitOk;
+  });
+}

@@ -1,0 +1,259 @@
+// The DDP step simulator (bench/ddp_sim.h): its closed forms, its buckets against chapter 05's
+// assign_buckets, its speed at 1,024 GPUs, and the tool's refusals (exit 2, naming the flag).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+
+#include "05_ddp/ddp.h"
+#include "bench/ddp_sim.h"
+#include "common/basics/errors.h"
+#include "proc.h"
+
+using namespace ddp_test;
+namespace sim = ddp::sim;
+
+namespace {
+
+constexpr size_t kKiB = 1024;
+
+// A small model by hand (the profiles of bench/profiles/ are not a test's input): conv1, a relu
+// without parameters, fc1, fc2; registration order conv1.weight, conv1.bias, fc1.weight, ...
+// Backward FLOPs 2 + 1 + 4 + 2 = 9, forward 1 + 1 + 2 + 1 = 5.
+nlohmann::json tiny_json() {
+  return nlohmann::json::parse(R"({
+    "model": "tiny", "source": "by hand", "input": [3, 32, 32], "flops_per": "sample",
+    "parameters": [
+      {"name": "conv1.weight", "numel": 153600, "bytes": 614400, "layer": "conv1"},
+      {"name": "conv1.bias", "numel": 256, "bytes": 1024, "layer": "conv1"},
+      {"name": "fc1.weight", "numel": 524288, "bytes": 2097152, "layer": "fc1"},
+      {"name": "fc1.bias", "numel": 1024, "bytes": 4096, "layer": "fc1"},
+      {"name": "fc2.weight", "numel": 102400, "bytes": 409600, "layer": "fc2"},
+      {"name": "fc2.bias", "numel": 10, "bytes": 40, "layer": "fc2"}],
+    "layers": [
+      {"name": "conv1", "type": "Conv2d", "forward_flops": 1, "backward_flops": 2},
+      {"name": "relu", "type": "ReLU", "forward_flops": 1, "backward_flops": 1},
+      {"name": "fc1", "type": "Linear", "forward_flops": 2, "backward_flops": 4},
+      {"name": "fc2", "type": "Linear", "forward_flops": 1, "backward_flops": 2}]})");
+}
+sim::Profile tiny() { return sim::parse_profile(tiny_json(), "tiny.json"); }
+
+double total_bytes(const sim::Profile& p) {
+  double b = 0;
+  for (const auto& q : p.parameters) b += static_cast<double>(q.bytes);
+  return b;
+}
+
+sim::Network network(double intra_bytes_per_s, double inter_bytes_per_s, double intra_latency, double inter_latency) {
+  sim::Network n;
+  n.intra = {intra_bytes_per_s, intra_latency};
+  n.inter = {inter_bytes_per_s, inter_latency};
+  return n;
+}
+
+sim::Options compute(double s) {
+  sim::Options o;
+  o.compute_s = s;
+  return o;
+}
+
+}  // namespace
+
+TEST(DdpSim, OneGpuStepIsItsComputeWithoutCommunication) {
+  const auto r = sim::simulate(tiny(), {1, 1}, network(1e9, 1e9, 1e-5, 1e-5), compute(0.1));
+  EXPECT_DOUBLE_EQ(r.step_s, 0.1);
+  EXPECT_EQ(r.comm_s, 0);
+  EXPECT_EQ(r.exposed_comm_s, 0);
+  EXPECT_DOUBLE_EQ(r.efficiency, 1);
+  // Forward and backward split 5 : 9 by the FLOPs.
+  EXPECT_NEAR(r.forward_s, 0.1 * 5 / 14, 1e-15);
+  EXPECT_NEAR(r.backward_end_s, 0.1, 1e-15);
+}
+
+TEST(DdpSim, InfiniteBandwidthAndNoLatencyLeaveOnlyDdpsOwnCosts) {
+  sim::Options o = compute(0.1);
+  o.optimizer_s = 0.01, o.per_param_s = 10e-6, o.per_bucket_s = 20e-6, o.copy_bytes_per_s = 1e9;
+  const sim::Profile p = tiny();
+  const auto r = sim::simulate(p, {16, 8}, network(INFINITY, INFINITY, 0, 0), o);
+  ASSERT_EQ(r.buckets.size(), 2u);  // {fc2.bias .. fc1.weight} (>= 1 MiB), {conv1.bias, conv1.weight}
+  EXPECT_EQ(r.comm_s, 0);
+  // 6 hooks, 2 launches, every byte copied in and out.
+  const double costs = 6 * 10e-6 + 2 * 20e-6 + 2 * total_bytes(p) / 1e9;
+  EXPECT_NEAR(r.ddp_overhead_s, costs, 1e-15);
+  EXPECT_NEAR(r.step_s, 0.1 + costs, 1e-15);
+  EXPECT_NEAR(r.efficiency, 0.1 / (0.1 + costs), 1e-15);
+}
+
+TEST(DdpSim, OneBucketExposesTheWholeAllReduce) {
+  sim::Options o = compute(0.1);
+  o.bucketing = sim::Bucketing::first_iteration;
+  const sim::Profile p = tiny();
+  const sim::World w{1, 8};
+  const sim::Network n = network(10e9, 10e9, 5e-6, 5e-6);
+  const auto r = sim::simulate(p, w, n, o);
+  ASSERT_EQ(r.buckets.size(), 1u);
+  const double t = sim::allreduce(w, n, total_bytes(p)).total();
+  EXPECT_DOUBLE_EQ(r.comm_s, t);
+  EXPECT_NEAR(r.exposed_comm_s, t, 1e-15);
+  EXPECT_NEAR(r.overlap_share, 0, 1e-12);
+  EXPECT_NEAR(r.step_s, 0.1 + t, 1e-15);
+  EXPECT_DOUBLE_EQ(r.buckets[0].ready_s, r.backward_end_s);
+}
+
+TEST(DdpSim, GradientsThatAllArriveAtTheEndOverlapNothing) {
+  // Every parameter belongs to the first layer, whose backward takes no time and runs last.
+  nlohmann::json j = tiny_json();
+  for (auto& q : j["parameters"]) q["layer"] = "conv1";
+  for (auto& l : j["layers"]) l["backward_flops"] = l["name"] == "conv1" ? 0 : 3;
+  const sim::Profile p = sim::parse_profile(j, "late.json");
+  sim::Options o = compute(0.1);
+  o.first_bucket_bytes = o.bucket_cap_bytes = 1;  // a bucket per gradient, all ready at once
+  const auto r = sim::simulate(p, {2, 4}, network(10e9, 1e9, 5e-6, 20e-6), o);
+  EXPECT_EQ(r.buckets.size(), 6u);
+  EXPECT_GT(r.comm_s, 0);
+  EXPECT_NEAR(r.exposed_comm_s, r.comm_s, 1e-15);
+  EXPECT_NEAR(r.overlap_share, 0, 1e-12);
+  for (const auto& b : r.buckets) EXPECT_DOUBLE_EQ(b.ready_s, r.backward_end_s);
+}
+
+TEST(DdpSim, RingAndHierarchicalAllReduceByHand) {
+  // A ring over 8 ranks, 100 MB at 10 GB/s, 5 us a step: 14 steps of latency, 14/8 of the bytes.
+  const auto t = sim::ring_allreduce(8, 100e6, {10e9, 5e-6});
+  EXPECT_NEAR(t.latency_s, 14 * 5e-6, 1e-18);
+  EXPECT_NEAR(t.bandwidth_s, 14.0 / 8 * 100e6 / 10e9, 1e-15);
+  EXPECT_NEAR(t.total(), 70e-6 + 0.0175, 1e-15);
+  const sim::Network n = network(10e9, 2e9, 5e-6, 20e-6);
+  // One node: both algorithms are the ring within it.
+  EXPECT_DOUBLE_EQ(sim::allreduce({1, 8}, n, 100e6).total(), t.total());
+  sim::Network h = n;
+  h.algorithm = sim::Algorithm::hierarchical;
+  EXPECT_DOUBLE_EQ(sim::allreduce({1, 8}, h, 100e6).total(), t.total());
+  // Two nodes of 8, flat ring: 30 steps at the slowest hop (20 us, 2 GB/s).
+  EXPECT_NEAR(sim::allreduce({2, 8}, n, 100e6).total(), 30 * 20e-6 + 30.0 / 16 * 100e6 / 2e9, 1e-12);
+  // Hierarchical: reduce-scatter and all-gather in the node (2*7 steps of 5 us, 2*7/8 of the
+  // bytes at 10 GB/s), a ring of 2 nodes between them (2 steps of 20 us, 2*1/2 of the bytes at 2 GB/s).
+  EXPECT_NEAR(sim::allreduce({2, 8}, h, 100e6).total(), 14 * 5e-6 + 14.0 / 8 * 100e6 / 10e9 + 2 * 20e-6 + 100e6 / 2e9, 1e-12);
+  // One GPU per node: the ring between nodes either way.
+  EXPECT_DOUBLE_EQ(sim::allreduce({4, 1}, h, 100e6).total(), sim::ring_allreduce(4, 100e6, n.inter).total());
+  EXPECT_DOUBLE_EQ(sim::allreduce({4, 1}, n, 100e6).total(), sim::ring_allreduce(4, 100e6, n.inter).total());
+}
+
+TEST(DdpSim, BucketsAreChapter05sAssignBucketsOverTheReadyOrder) {
+  const sim::Profile p = tiny();
+  std::vector<size_t> sizes;
+  for (const auto& q : p.parameters) sizes.push_back(q.bytes);
+  // Reverse layer order, and within a layer reverse registration order.
+  const std::vector<size_t> ready{5, 4, 3, 2, 1, 0};
+  EXPECT_EQ(sim::ready_order(p), ready);
+  sim::Options o = compute(0.1);
+  for (size_t cap : {size_t(1), 512 * kKiB, 25 * sim::kMiB}) {
+    o.bucket_cap_bytes = cap;
+    EXPECT_EQ(sim::bucket_assignment(p, o), ddp::assign_buckets(ready, sizes, ddp::kFirstBucketBytes, cap)) << cap;
+  }
+  // At 25 MiB, by hand: 40 B + 400 KiB + 4 KiB + 2 MiB reach the first 1 MiB; the rest is one bucket.
+  o.bucket_cap_bytes = 25 * sim::kMiB;
+  EXPECT_EQ(sim::bucket_assignment(p, o), (std::vector<std::vector<size_t>>{{5, 4, 3, 2}, {1, 0}}));
+  o.bucketing = sim::Bucketing::first_iteration;
+  EXPECT_EQ(sim::bucket_assignment(p, o), (std::vector<std::vector<size_t>>{{0, 1, 2, 3, 4, 5}}));
+  // PyTorch 1.4: cut in registration order (600 KiB + 1 KiB + 2 MiB reach 1 MiB), launched reversed.
+  o.bucketing = sim::Bucketing::pytorch_1_4;
+  EXPECT_EQ(sim::bucket_assignment(p, o), (std::vector<std::vector<size_t>>{{3, 4, 5}, {0, 1, 2}}));
+}
+
+TEST(DdpSim, TheTimelineOfTwoBucketsByHand) {
+  // 14 ms of compute: forward 5 ms, backward 9 ms (1 ms per backward FLOP). fc2 and fc1 end at
+  // 5 + 2 + 4 = 11 ms: bucket 0 (2,519,128 bytes) is ready; relu and conv1 end at 14 ms: bucket 1.
+  const sim::Profile p = tiny();
+  const sim::World w{1, 2};
+  const sim::Network n = network(1e9, 1e9, 0, 0);  // world 2: T = n / 1e9
+  const auto r = sim::simulate(p, w, n, compute(14e-3));
+  ASSERT_EQ(r.buckets.size(), 2u);
+  const double b0 = 40 + 409600 + 4096 + 2097152, b1 = 1024 + 614400;
+  EXPECT_NEAR(r.buckets[0].ready_s, 11e-3, 1e-15);
+  EXPECT_NEAR(r.buckets[0].start_s, 11e-3, 1e-15);
+  EXPECT_NEAR(r.buckets[0].end_s, 11e-3 + b0 / 1e9, 1e-15);  // 2.52 ms: hidden behind the last 3 ms
+  EXPECT_NEAR(r.buckets[1].ready_s, 14e-3, 1e-15);
+  EXPECT_NEAR(r.buckets[1].end_s, 14e-3 + b1 / 1e9, 1e-15);
+  EXPECT_NEAR(r.exposed_comm_s, b1 / 1e9, 1e-15);
+  EXPECT_NEAR(r.overlap_share, b0 / (b0 + b1), 1e-12);
+  // A slower link: bucket 0 outlasts backward, and bucket 1 queues behind it.
+  const auto slow = sim::simulate(p, w, network(0.5e9, 0.5e9, 0, 0), compute(14e-3));
+  EXPECT_NEAR(slow.buckets[1].start_s, 11e-3 + b0 / 0.5e9, 1e-15);
+  EXPECT_NEAR(slow.step_s, 11e-3 + (b0 + b1) / 0.5e9, 1e-15);
+}
+
+TEST(DdpSim, DeterministicAndFastAt1024Gpus) {
+  // A model of 320 parameters over 160 layers (a ResNet's count), at 128 nodes x 8 GPUs.
+  nlohmann::json j = {{"model", "many"}};
+  for (int l = 0; l < 160; ++l) {
+    const std::string name = "layer" + std::to_string(l);
+    j["layers"].push_back({{"name", name}, {"type", "Conv2d"}, {"forward_flops", 1e9 + l}, {"backward_flops", 2e9 + l}});
+    j["parameters"].push_back({{"name", name + ".weight"}, {"numel", 65536 * (l % 7 + 1)}, {"bytes", 262144 * (l % 7 + 1)}, {"layer", name}});
+    j["parameters"].push_back({{"name", name + ".bias"}, {"numel", 256}, {"bytes", 1024}, {"layer", name}});
+  }
+  const sim::Profile p = sim::parse_profile(j, "many.json");
+  sim::Network n = network(100e9, 50e9, 5e-6, 10e-6);
+  sim::Options o = compute(0.1);
+  o.per_param_s = 10e-6, o.copy_bytes_per_s = 500e9;
+  for (auto algorithm : {sim::Algorithm::ring, sim::Algorithm::hierarchical}) {
+    n.algorithm = algorithm;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto a = sim::simulate(p, {128, 8}, n, o);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(took, 0.5);
+    const auto b = sim::simulate(p, {128, 8}, n, o);
+    EXPECT_EQ(a.step_s, b.step_s);
+    EXPECT_EQ(a.exposed_comm_s, b.exposed_comm_s);
+    ASSERT_EQ(a.buckets.size(), b.buckets.size());
+    for (size_t k = 0; k < a.buckets.size(); ++k) {
+      EXPECT_EQ(a.buckets[k].end_s, b.buckets[k].end_s);
+      EXPECT_EQ(a.buckets[k].params, b.buckets[k].params);
+    }
+    EXPECT_GT(a.step_s, 0.1);
+    EXPECT_GT(a.efficiency, 0);
+    EXPECT_LT(a.efficiency, 1);
+  }
+}
+
+TEST(DdpSim, AProfileWithoutAFieldNamesTheFileAndTheField) {
+  nlohmann::json j = tiny_json();
+  j["parameters"][2].erase("bytes");
+  try {
+    sim::parse_profile(j, "broken.json");
+    FAIL() << "no UsageError";
+  } catch (const ddp::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("broken.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("parameters[2]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bytes"), std::string::npos) << e.what();
+  }
+  j = tiny_json();
+  j["parameters"][0]["layer"] = "conv9";
+  EXPECT_THROW(sim::parse_profile(j, "x.json"), ddp::UsageError);
+  EXPECT_THROW(sim::read_profile("/nonexistent/profile.json"), ddp::UsageError);
+  EXPECT_THROW(sim::simulate(tiny(), {1, 0}, network(1e9, 1e9, 0, 0), compute(0.1)), std::invalid_argument);
+  EXPECT_THROW(sim::simulate(tiny(), {1, 2}, network(0, 1e9, 0, 0), compute(0.1)), std::invalid_argument);
+}
+
+TEST(DdpSim, TheToolPrintsTheStepAndRefusesBadFlagsWithExit2) {
+  const std::string dir = temp_dir();
+  const std::string good = dir + "/tiny.json", bad = dir + "/bad.json";
+  std::ofstream(good) << tiny_json().dump();
+  std::ofstream(bad) << R"({"model": "x", "parameters": [)";
+  const std::vector<std::string> base{"ddp_sim", "--compute-ms", "14"};
+  const ProcResult ok = run_one({plus(base, {"--profile", good, "--nodes", "128", "--gpus-per-node", "8", "--timeline"})}, 30);
+  ASSERT_EQ(ok.exit_code, 0) << ok.output;
+  for (const char* line : {"step: ", "backward end: ", "all-reduce: ", "overlap share: ", "scaling efficiency: ", "dominant term: "}) {
+    EXPECT_NE(ok.output.find(line), std::string::npos) << line << "\n" << ok.output;
+  }
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused{
+      {{"--gpus-per-node", "0"}, "--gpus-per-node"},   {{"--intra-gbps", "0"}, "--intra-gbps"},
+      {{"--inter-gbps", "-1"}, "--inter-gbps"},        {{"--algorithm", "tree"}, "--algorithm"},
+      {{"--profile", dir + "/none.json"}, "--profile"}, {{"--profile", bad}, "--profile"}};
+  for (const auto& [flags, named] : refused) {
+    const std::vector<std::string> profile = flags[0] == "--profile" ? std::vector<std::string>{} : std::vector<std::string>{"--profile", good};
+    const ProcResult r = run_one({plus(plus(base, profile), flags)}, 30);
+    EXPECT_EQ(r.exit_code, 2) << flags[0] << "\n" << r.output;
+    EXPECT_NE(r.output.find(named), std::string::npos) << r.output;
+  }
+}

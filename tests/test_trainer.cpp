@@ -1,6 +1,7 @@
 // Chapter 05's trainer as real processes: parity with PyTorch's DDP, a kill and a resume, exact
 // distributed validation, checkpoints and data refused when damaged, TensorBoard's own reader,
-// the launchers (own spawner, separate shells, torchrun), and the accuracy target.
+// the launchers (own spawner, separate shells, torchrun), and the accuracy target. At the end, the
+// model profiles bench/profile_model.py writes from the same Python models (and torchvision's).
 #include <gtest/gtest.h>
 #include <dirent.h>
 #include <signal.h>
@@ -1209,4 +1210,93 @@ TEST(Trainer, SaysWhichBlasItComputesOnAndWarnsAboutTheReferenceOne) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(count(r.output, "warning: LibTorch computes on the reference BLAS (" + reference_dir + "/libblas.so.3"), 1)
       << r.output;
+}
+
+// ---- model profiles for the DDP simulator (bench/profile_model.py, bench/profiles/README.md) ----
+
+// The checked-in profiles are what the script writes from the real module definitions today,
+// their totals are the closed forms, and a name the script does not know exits 2.
+TEST(Profiles, WrittenFromTheRealModelsAndTrueToClosedForms) {
+#ifndef DDP_REFERENCE_PYTHON
+  GTEST_SKIP() << "no Python with PyTorch configured (DDP_REFERENCE_PYTHON): scripts/build.sh sets it";
+#else
+  const std::string src = DDP_SOURCE_DIR, dir = temp_dir();
+  auto profile = [&](const std::string& model, const std::vector<std::string>& extra = {}) {
+    ProcSpec s{{DDP_REFERENCE_PYTHON, src + "/bench/profile_model.py", "--model", model, "--out", dir + "/" + model + ".json"}};
+    s.argv.insert(s.argv.end(), extra.begin(), extra.end());
+    return run_one(s, 60);
+  };
+  // Sums over a profile's parameters and layers; every parameter's layer must be one of its layers.
+  struct Totals { int64_t params = 0, forward = 0, backward = 0, conv_linear_forward = 0; };
+  auto totals = [](const std::string& path) {
+    const auto j = nlohmann::json::parse(read_text(path));
+    Totals t;
+    std::set<std::string> layers;
+    for (const auto& l : j.at("layers")) {
+      layers.insert(l.at("name").get<std::string>());
+      t.forward += l.at("forward_flops").get<int64_t>();
+      t.backward += l.at("backward_flops").get<int64_t>();
+      const std::string type = l.at("type");
+      if (type == "Conv2d" || type == "Linear") t.conv_linear_forward += l.at("forward_flops").get<int64_t>();
+    }
+    for (const auto& p : j.at("parameters")) {
+      t.params += p.at("numel").get<int64_t>();
+      EXPECT_EQ(p.at("bytes").get<int64_t>(), 4 * p.at("numel").get<int64_t>()) << path << ": " << p;
+      EXPECT_EQ(layers.count(p.at("layer").get<std::string>()), 1u) << path << ": " << p << " names no layer";
+    }
+    return t;
+  };
+
+  // The course's models (their parameter counts are what 05_ddp prints).
+  auto r = profile("cnn");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(read_text(dir + "/cnn.json"), read_text(src + "/bench/profiles/cnn.json"))
+      << "bench/profiles/cnn.json is not what bench/profile_model.py writes now: regenerate it";
+  const Totals cnn = totals(dir + "/cnn.json");
+  EXPECT_EQ(cnn.params, 824458);
+  EXPECT_EQ(totals(src + "/bench/profiles/mlp.json").params, 535818);
+  // 2 FLOPs a multiply-add, +1 an output for a bias: conv1 1->32 and conv2 32->64 (3x3) at 28x28
+  // and 14x14, fc1 3136->256, fc2 256->10.
+  EXPECT_EQ(cnn.conv_linear_forward, (2 * 9 * 1 + 1) * 32 * 28 * 28 + (2 * 9 * 32 + 1) * 64 * 14 * 14 +
+                                         (2 * 3136 + 1) * 256 + (2 * 256 + 1) * 10);
+
+  // Unknown models exit 2, naming the model.
+  r = run_one({{DDP_REFERENCE_PYTHON, src + "/bench/profile_model.py", "--model", "resnet51"}}, 60);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("unknown model 'resnet51'"), std::string::npos) << r.output;
+
+  r = profile("resnet50", {"--input", "3x224x224"});
+  if (r.exit_code == 2 && r.output.find("torchvision is not installed") != std::string::npos) {
+    GTEST_SKIP() << "the course's profiles checked; resnet50's not: no torchvision in " DDP_REFERENCE_PYTHON
+                 << " (scripts/setup.sh installs Debian's python3-torchvision for the cpu flavour)";
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(read_text(dir + "/resnet50.json"), read_text(src + "/bench/profiles/resnet50.json"))
+      << "bench/profiles/resnet50.json is not what bench/profile_model.py writes now: regenerate it";
+  const Totals rn = totals(dir + "/resnet50.json");
+  EXPECT_EQ(rn.params, 25557032);
+  // ResNet-50 (v1.5, stride in the 3x3 conv) in multiply-adds: conv1 7x7 3->64 at 112x112, the
+  // bottlenecks [3, 4, 6, 3] of width w (1x1 in->w, 3x3 w->w, 1x1 w->4w, and a 1x1 in->4w
+  // downsample in each stage's first block), fc 2048->1000: 4,089,184,256, "4.1 GFLOPs" as
+  // published; counted 2 FLOPs each, +1000 for the fc's bias.
+  int64_t macs = 7 * 7 * 3 * 64 * 112 * 112, in = 64, size = 56;
+  const int64_t blocks[] = {3, 4, 6, 3}, widths[] = {64, 128, 256, 512}, sizes[] = {56, 28, 14, 7};
+  for (int s = 0; s < 4; ++s) {
+    const int64_t w = widths[s], out = sizes[s];
+    for (int b = 0; b < blocks[s]; ++b) {
+      const int64_t first_size = b == 0 ? size : out;
+      macs += in * w * first_size * first_size + 9 * w * w * out * out + w * 4 * w * out * out + (b == 0 ? in * 4 * w * out * out : 0);
+      in = 4 * w;
+    }
+    size = out;
+  }
+  macs += 2048 * 1000;
+  EXPECT_EQ(macs, 4089184256);
+  EXPECT_EQ(rn.conv_linear_forward, 2 * macs + 1000);
+  // The rest (BatchNorm 4, ReLU and the residual add 1 per element, pooling) adds under 1 %;
+  // backward is about twice forward (conv1 computes no input gradient).
+  EXPECT_GT(rn.forward, 2 * macs);
+  EXPECT_LT(rn.forward, 2 * macs * 101 / 100);
+  EXPECT_NEAR(static_cast<double>(rn.backward) / rn.forward, 2.0, 0.05);
+#endif
 }

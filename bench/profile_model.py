@@ -57,14 +57,14 @@ NORMS = {"batch_norm", "layer_norm", "group_norm", "instance_norm"}
 def first_tensor(x):
     if isinstance(x, torch.Tensor):
         return x
-    if isinstance(x, (tuple, list)):
+    if isinstance(x, (tuple, list)):  # namedtuples too (inception's outputs)
         for y in x:
             t = first_tensor(y)
             if t is not None:
                 return t
     if isinstance(x, dict):
         return first_tensor(list(x.values()))
-    return first_tensor(list(x)) if hasattr(x, "_fields") else None  # namedtuples
+    return None
 
 
 def op_name(func):

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 
 #include "bench/ddp_sim.h"
@@ -41,8 +42,9 @@ int main(int argc, char** argv) {
   CLI::App app{"ddp_sim: one DDP step simulated at any scale (bench/ddp_sim.cpp)"};
   ddp::show_true_defaults(app);  // Note [Help that tells the truth]
   std::string profile_path, algorithm = "ring", bucketing = "rebuilt";
-  double compute_ms = 0, optimizer_ms = 0, intra_gbps = 100, inter_gbps = 25, intra_latency_us = 5, inter_latency_us = 10;
+  double optimizer_ms = 0, intra_gbps = 100, inter_gbps = 25, intra_latency_us = 5, inter_latency_us = 10;
   double bucket_cap_mb = 25, first_bucket_mb = 1, per_param_us = 0, per_bucket_us = 0, copy_gb_per_s = 0;
+  std::optional<double> compute_ms;  // required: no default to state
   int nodes = 1, gpus_per_node = 8;
   bool first_iteration = false, timeline = false;
   app.add_option("--profile", profile_path, "The model's profile (JSON, bench/profile_model.py)")->required();
@@ -84,14 +86,14 @@ int main(int argc, char** argv) {
     } catch (const ddp::UsageError& e) {
       throw ddp::UsageError(std::string("--profile ") + e.what());
     }
-    if (optimizer_ms >= compute_ms) throw ddp::UsageError("--optimizer-ms must be less than --compute-ms");
+    if (optimizer_ms >= *compute_ms) throw ddp::UsageError("--optimizer-ms must be less than --compute-ms");
     const ddp::sim::World world{nodes, gpus_per_node};
     ddp::sim::Network net;
     net.intra = {intra_gbps * 1e9 / 8, intra_latency_us * 1e-6};
     net.inter = {inter_gbps * 1e9 / 8, inter_latency_us * 1e-6};
     net.algorithm = algorithm == "hierarchical" ? ddp::sim::Algorithm::hierarchical : ddp::sim::Algorithm::ring;
     ddp::sim::Options o;
-    o.compute_s = compute_ms / 1e3, o.optimizer_s = optimizer_ms / 1e3;
+    o.compute_s = *compute_ms / 1e3, o.optimizer_s = optimizer_ms / 1e3;
     o.bucket_cap_bytes = static_cast<size_t>(bucket_cap_mb * ddp::sim::kMiB);
     o.first_bucket_bytes = static_cast<size_t>(first_bucket_mb * ddp::sim::kMiB);
     if (o.bucket_cap_bytes == 0 || o.first_bucket_bytes == 0) throw ddp::UsageError("--bucket-cap-mb and --first-bucket-mb: at least one byte");

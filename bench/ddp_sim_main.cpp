@@ -6,8 +6,11 @@
 //   ./build-cpu/ddp_sim --profile bench/profiles/resnet50.json --compute-ms 97 --nodes 2 --gpus-per-node 8
 //   ./build-cpu/ddp_sim --profile bench/profiles/resnet50.json --compute-ms 97 --nodes 128 --gpus-per-node 8 \
 //       --algorithm hierarchical --intra-gbps 1000 --inter-gbps 400 --timeline
+//   ./build-cpu/ddp_sim --model resnet50 --preset dgx-v100 --compute-ms 97 --nodes 2 --gpus-per-node 8
+//   ./build-cpu/ddp_sim --table pytorch-dgx1     (against PyTorch's published table: bench/ddp_table.md)
 //
-// The network's defaults are placeholders, not the figures of any machine: give yours.
+// The network's defaults are placeholders, not the figures of any machine: give yours, or a
+// --preset (Note [Presets: where each figure comes from] in bench/ddp_sim_presets.cpp).
 
 #include <chrono>
 #include <cstdio>
@@ -15,6 +18,7 @@
 #include <stdexcept>
 
 #include "bench/ddp_sim.h"
+#include "bench/ddp_sim_presets.h"
 #include "common/basics/cli.h"
 #include "common/basics/errors.h"
 #include "common/basics/failure.h"
@@ -41,15 +45,19 @@ const char* bucketing_name(ddp::sim::Bucketing b) {
 int main(int argc, char** argv) {
   CLI::App app{"ddp_sim: one DDP step simulated at any scale (bench/ddp_sim.cpp)"};
   ddp::show_true_defaults(app);  // Note [Help that tells the truth]
-  std::string profile_path, algorithm = "ring", bucketing = "rebuilt";
+  std::string profile_path, model, profiles_dir, preset, table, algorithm = "ring", bucketing = "rebuilt";
   double optimizer_ms = 0, intra_gbps = 100, inter_gbps = 25, intra_latency_us = 5, inter_latency_us = 10;
   double bucket_cap_mb = 25, first_bucket_mb = 1, per_param_us = 0, per_bucket_us = 0, copy_gb_per_s = 0;
   std::optional<double> compute_ms;  // required: no default to state
   int nodes = 1, gpus_per_node = 8;
   bool first_iteration = false, timeline = false;
-  app.add_option("--profile", profile_path, "The model's profile (JSON, bench/profile_model.py)")->required();
-  app.add_option("--compute-ms", compute_ms, "One step without DDP on one GPU: forward, backward, optimizer")
-      ->required()->check(ddp::finite_number())->check(CLI::PositiveNumber);
+  app.add_option("--profile", profile_path, "The model's profile (JSON, bench/profile_model.py)");
+  app.add_option("--model", model, "Instead of --profile: bench/profiles/MODEL.json (resnet50, resnet101, cnn, ...)");
+  app.add_option("--profiles-dir", profiles_dir, "Where --model looks (default: bench/profiles above this program)");
+  app.add_option("--preset", preset, "A machine's network, cited figures: dgx-v100, a100-8 or h100-8 (an explicit flag wins)");
+  app.add_option("--table", table, "Print a published benchmark against the simulator and exit: pytorch-dgx1");
+  app.add_option("--compute-ms", compute_ms, "One step without DDP on one GPU: forward, backward, optimizer (required)")
+      ->check(ddp::finite_number())->check(CLI::PositiveNumber);
   app.add_option("--optimizer-ms", optimizer_ms, "The part of --compute-ms after backward (runs after the all-reduces)")
       ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
   app.add_option("--nodes", nodes, "Nodes")->check(CLI::PositiveNumber);
@@ -80,6 +88,24 @@ int main(int argc, char** argv) {
   ddp::set_log_identity("ddp_sim");
 
   return ddp::guarded_main([&] {
+    // 0. The table against PyTorch's published one (Note [The PyTorch DGX-1 table]).
+    if (!table.empty()) {
+      if (table != "pytorch-dgx1") throw ddp::UsageError("--table " + table + ": no such table; the tables are pytorch-dgx1");
+      std::fputs(ddp::sim::pytorch_dgx1_table(profiles_dir.empty() ? ddp::sim::find_profiles_dir() : profiles_dir).c_str(), stdout);
+      return ddp::kExitOk;
+    }
+    // A preset fills the network flags not given explicitly (Note [Presets: where each figure comes from]).
+    if (!preset.empty()) {
+      const ddp::sim::Preset& p = ddp::sim::find_preset(preset);
+      if (app.count("--intra-gbps") == 0) intra_gbps = p.intra_gbps;
+      if (app.count("--intra-latency-us") == 0) intra_latency_us = p.intra_latency_us;
+      if (app.count("--inter-gbps") == 0) inter_gbps = p.inter_gbps;
+      if (app.count("--inter-latency-us") == 0) inter_latency_us = p.inter_latency_us;
+      if (app.count("--algorithm") == 0) algorithm = p.algorithm == ddp::sim::Algorithm::ring ? "ring" : "hierarchical";
+    }
+    if (profile_path.empty() == model.empty()) throw ddp::UsageError("--profile or --model: give one of them");
+    if (!compute_ms) throw ddp::UsageError("--compute-ms is required: one step without DDP on one GPU, measured");
+    if (!model.empty()) profile_path = ddp::sim::model_profile_path(profiles_dir.empty() ? ddp::sim::find_profiles_dir() : profiles_dir, model);
     ddp::sim::Profile profile;
     try {
       profile = ddp::sim::read_profile(profile_path);
@@ -111,6 +137,7 @@ int main(int argc, char** argv) {
     for (const auto& p : profile.parameters) bytes += static_cast<double>(p.bytes);
     std::printf("model %s: %zu parameters, %.2f MB of gradients, %zu layers%s%s\n", profile.model.c_str(), profile.parameters.size(),
                 bytes / 1e6, profile.layers.size(), profile.source.empty() ? "" : "; from ", profile.source.c_str());
+    if (!preset.empty()) std::printf("preset %s: %s\n", preset.c_str(), ddp::sim::find_preset(preset).machine.c_str());
     std::printf("world %d node(s) x %d GPUs = %d ranks; %s all-reduce; within a node %g Gb/s, %g us; between nodes %g Gb/s, %g us\n",
                 nodes, gpus_per_node, world.size(), algorithm.c_str(), intra_gbps, intra_latency_us, inter_gbps, inter_latency_us);
     std::printf("buckets: %s; first %g MiB, cap %g MiB: %zu bucket(s)\n", bucketing_name(o.bucketing), first_bucket_mb, bucket_cap_mb,
@@ -140,12 +167,16 @@ int main(int argc, char** argv) {
     std::printf("overlap share: %.1f%% of the all-reduce hidden behind backward\n", r.overlap_share * 100);
     std::printf("DDP's own costs: %s (hooks, launches, copies)\n", ms(r.ddp_overhead_s).c_str());
     std::printf("scaling efficiency: %.1f%% (compute without DDP / step: per GPU, against one GPU without DDP)\n", r.efficiency * 100);
-    // What the step lost beyond the compute, and which term of it is the larger.
-    const char* dominant = r.step_s - o.compute_s < 1e-12               ? "none: the step is its compute"
-                           : r.exposed_comm_s >= r.ddp_overhead_s       ? (latency > r.comm_s - latency ? "exposed all-reduce, latency-bound"
-                                                                                                          : "exposed all-reduce, bandwidth-bound")
-                                                                        : "DDP's own costs";
-    std::printf("beyond the compute: +%s; dominant term: %s\n", ms(r.step_s - o.compute_s).c_str(), dominant);
+    // The step is compute + exposed all-reduce + DDP's own costs: which is the largest, and of
+    // what lies beyond the compute, which.
+    const double exposed = r.exposed_comm_s, own = r.ddp_overhead_s;
+    const char* largest = o.compute_s >= exposed && o.compute_s >= own ? "compute" : exposed >= own ? "exposed all-reduce" : "DDP's own costs";
+    const char* beyond = r.step_s - o.compute_s < 1e-12 ? "none: the step is its compute"
+                         : exposed >= own ? (latency > r.comm_s - latency ? "exposed all-reduce, latency-bound" : "exposed all-reduce, bandwidth-bound")
+                                          : "DDP's own costs";
+    std::printf("step = compute %s + exposed all-reduce %s + DDP's own costs %s; dominant term: %s\n", ms(o.compute_s).c_str(),
+                ms(exposed).c_str(), ms(own).c_str(), largest);
+    std::printf("beyond the compute: +%s, mostly %s\n", ms(r.step_s - o.compute_s).c_str(), beyond);
     std::printf("(simulated in %.3f ms)\n", took * 1e3);
     return ddp::kExitOk;
   });

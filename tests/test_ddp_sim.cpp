@@ -5,9 +5,11 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <sstream>
 
 #include "05_ddp/ddp.h"
 #include "bench/ddp_sim.h"
+#include "bench/ddp_sim_presets.h"
 #include "common/basics/errors.h"
 #include "proc.h"
 
@@ -241,19 +243,94 @@ TEST(DdpSim, TheToolPrintsTheStepAndRefusesBadFlagsWithExit2) {
   std::ofstream(good) << tiny_json().dump();
   std::ofstream(bad) << R"({"model": "x", "parameters": [)";
   const std::vector<std::string> base{"ddp_sim", "--compute-ms", "14"};
-  const ProcResult ok = run_one({plus(base, {"--profile", good, "--nodes", "128", "--gpus-per-node", "8", "--timeline"})}, 30);
+  // --model finds tiny.json in --profiles-dir; the preset fills the network, --intra-gbps overrides it.
+  const ProcResult ok = run_one({plus(base, {"--profiles-dir", dir, "--model", "tiny", "--preset", "dgx-v100", "--intra-gbps", "800",
+                                             "--nodes", "128", "--gpus-per-node", "8", "--timeline"})}, 30);
   ASSERT_EQ(ok.exit_code, 0) << ok.output;
-  for (const char* line : {"step: ", "backward end: ", "all-reduce: ", "overlap share: ", "scaling efficiency: ", "dominant term: "}) {
+  for (const char* line : {"step: ", "backward end: ", "all-reduce: ", "overlap share: ", "scaling efficiency: ", "dominant term: ",
+                           "preset dgx-v100: ", "within a node 800 Gb/s, 5 us; between nodes 320 Gb/s, 10 us"}) {
     EXPECT_NE(ok.output.find(line), std::string::npos) << line << "\n" << ok.output;
   }
   const std::vector<std::pair<std::vector<std::string>, std::string>> refused{
       {{"--gpus-per-node", "0"}, "--gpus-per-node"},   {{"--intra-gbps", "0"}, "--intra-gbps"},
       {{"--inter-gbps", "-1"}, "--inter-gbps"},        {{"--algorithm", "tree"}, "--algorithm"},
-      {{"--profile", dir + "/none.json"}, "--profile"}, {{"--profile", bad}, "--profile"}};
+      {{"--profile", dir + "/none.json"}, "--profile"}, {{"--profile", bad}, "--profile"},
+      {{"--preset", "dgx-x"}, "dgx-v100, a100-8, h100-8"}, {{"--model", "nosuch", "--profiles-dir", dir}, "--model nosuch"}};
   for (const auto& [flags, named] : refused) {
-    const std::vector<std::string> profile = flags[0] == "--profile" ? std::vector<std::string>{} : std::vector<std::string>{"--profile", good};
+    const bool own = flags[0] == "--profile" || flags[0] == "--model";
+    const std::vector<std::string> profile = own ? std::vector<std::string>{} : std::vector<std::string>{"--profile", good};
     const ProcResult r = run_one({plus(plus(base, profile), flags)}, 30);
     EXPECT_EQ(r.exit_code, 2) << flags[0] << "\n" << r.output;
     EXPECT_NE(r.output.find(named), std::string::npos) << r.output;
   }
+}
+
+// Note [Presets: where each figure comes from] gives each preset's figures on a line of its own;
+// the presets the tool fills its flags from are those lines, and a name that is none of them is
+// refused naming the valid ones (the tool's exit 2 is checked above).
+TEST(DdpSim, PresetsAreTheFiguresOfTheirNote) {
+  std::ifstream in(std::string(DDP_SOURCE_DIR) + "/bench/ddp_sim_presets.cpp");
+  std::stringstream source;
+  source << in.rdbuf();
+  ASSERT_NE(source.str().find("// Note [Presets: where each figure comes from]"), std::string::npos);
+  ASSERT_EQ(sim::presets().size(), 3u);
+  for (const auto& p : sim::presets()) {
+    EXPECT_NE(source.str().find("//   " + sim::preset_line(p) + "\n"), std::string::npos) << p.name << ": the Note has no line\n"
+                                                                                       << sim::preset_line(p);
+    const sim::Network n = sim::network_of(p);
+    EXPECT_DOUBLE_EQ(n.intra.bytes_per_s, p.intra_gbps * 1e9 / 8);
+    EXPECT_DOUBLE_EQ(n.inter.latency_s, p.inter_latency_us * 1e-6);
+  }
+  // The DGX-1's figures, as the Note derives them: 6 NVLinks x 25 GB/s, 40 GB/s across machines.
+  EXPECT_EQ(sim::preset_line(sim::find_preset("dgx-v100")), "dgx-v100: intra 1200 Gb/s 5 us, inter 320 Gb/s 10 us, ring");
+  EXPECT_DOUBLE_EQ(sim::network_of(sim::find_preset("dgx-v100")).intra.bytes_per_s, 6 * 25e9);
+  EXPECT_DOUBLE_EQ(sim::network_of(sim::find_preset("dgx-v100")).inter.bytes_per_s, 40e9);
+  try {
+    sim::find_preset("dgx-2");
+    FAIL() << "no UsageError";
+  } catch (const ddp::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("dgx-2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(sim::preset_names()), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(sim::model_profile_path(std::string(DDP_SOURCE_DIR) + "/bench/profiles", "../README"), ddp::UsageError);
+  EXPECT_EQ(sim::model_profile_path(std::string(DDP_SOURCE_DIR) + "/bench/profiles", "resnet50"),
+            std::string(DDP_SOURCE_DIR) + "/bench/profiles/resnet50.json");
+}
+
+// bench/ddp_table.md holds `ddp_sim --table pytorch-dgx1` as printed; recomputed here from the
+// checked-in profiles and published figures (Note [The PyTorch DGX-1 table]), it must be the
+// same figure for figure, and the first line that differs is named.
+TEST(DdpSim, TheDgx1TableOnThisPageIsWhatTheCommandPrints) {
+  const std::string page = std::string(DDP_SOURCE_DIR) + "/bench/ddp_table.md";
+  std::ifstream in(page);
+  ASSERT_TRUE(in) << page;
+  std::vector<std::string> on_page;
+  bool inside = false, ended = false;
+  int begin_line = 0, n = 0;
+  for (std::string l; std::getline(in, l);) {
+    ++n;
+    if (l == "<!-- ddp_sim --table pytorch-dgx1: begin -->") {
+      inside = true, begin_line = n;
+    } else if (l == "<!-- ddp_sim --table pytorch-dgx1: end -->") {
+      ended = inside, inside = false;
+    } else if (inside) {
+      on_page.push_back(l);
+    }
+  }
+  ASSERT_TRUE(begin_line > 0 && ended) << page << ": no begin and end markers around the table";
+  std::vector<std::string> printed;
+  std::istringstream text(sim::pytorch_dgx1_table(std::string(DDP_SOURCE_DIR) + "/bench/profiles"));
+  for (std::string l; std::getline(text, l);) printed.push_back(l);
+  for (size_t i = 0; i < std::max(printed.size(), on_page.size()); ++i) {
+    const std::string a = i < on_page.size() ? on_page[i] : "(the page's table has ended)";
+    const std::string b = i < printed.size() ? printed[i] : "(the printed table has ended)";
+    if (a != b) {
+      ADD_FAILURE() << "bench/ddp_table.md:" << begin_line + 1 + i << " differs from ddp_sim --table pytorch-dgx1:\n  page:    " << a
+                    << "\n  printed: " << b;
+      break;
+    }
+  }
+  // The same twice: no clock, no randomness.
+  EXPECT_EQ(sim::pytorch_dgx1_table(std::string(DDP_SOURCE_DIR) + "/bench/profiles"),
+            sim::pytorch_dgx1_table(std::string(DDP_SOURCE_DIR) + "/bench/profiles"));
 }

@@ -1,3 +1,4 @@
+#!/usr/bin/python3
 """Writes a model's profile, what bench/ddp_sim reads: its parameters in registration order (DDP's
 order) with their sizes, and each layer's forward and backward FLOPs per sample, counted from the
 shapes of one forward pass of the real module definition. Format: bench/profiles/README.md.

@@ -9,7 +9,8 @@
 # --link RATE (root): the same on nodes that are hosts on links of RATE (02_spawn --link, Note
 #   [Nodes as hosts]), one rank per node: the sweep at world 2 and 4, the fitted beta against RATE,
 #   and the CNN's step with buckets, with one bucket (--one-bucket) and with --comm-hook fp16,
-#   measured and predicted. e.g. bench/cost_model.sh --link 100mbit runs/link-100mbit
+#   measured and predicted, by cost_model (from the trace) and by ddp_sim (from the CNN's profile).
+#   e.g. bench/cost_model.sh --link 100mbit runs/link-100mbit
 # DDP_BUILD_DIR=<folder>: use those binaries as they are (no build).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,7 +22,7 @@ shift || true
 if [ -n "${DDP_BUILD_DIR:-}" ]; then
   bin=$DDP_BUILD_DIR
 else
-  "$root/scripts/build.sh" cpu 02_spawn 05_ddp allreduce_bench cost_model > /dev/null
+  "$root/scripts/build.sh" cpu 02_spawn 05_ddp allreduce_bench cost_model ddp_sim > /dev/null
   bin=$root/build-cpu
 fi
 mkdir -p "$out"
@@ -69,7 +70,23 @@ if [ -n "$link" ]; then
     compare+=("$variant=$ms")
   done
   echo "== the model =="
-  "$bin/cost_model" --csv "$out/allreduce.csv" --csv-fp16 "$out/allreduce-fp16.csv" --link "$link" --trace "$out/trace.json" --compare "$(IFS=,; echo "${compare[*]}")" "$@"
+  "$bin/cost_model" --csv "$out/allreduce.csv" --csv-fp16 "$out/allreduce-fp16.csv" --link "$link" --trace "$out/trace.json" \
+    --compare "$(IFS=,; echo "${compare[*]}")" "$@" | tee "$out/model.txt"
+  # The same steps from bench/ddp_sim: the CNN's profile (not the trace's gradients), the link's
+  # configured rate, the alpha fitted above, and the compute the trace measured.
+  alpha_us=$(sed -n 's/^fitted ring model: alpha = \([0-9.]*\) us.*/\1/p' "$out/model.txt")
+  read -r fwd bwd opt < <(sed -n 's/.*forward+data \([0-9.]*\) ms, backward computing \([0-9.]*\) ms, optimizer \([0-9.]*\) ms.*/\1 \2 \3/p' "$out/model.txt")
+  [ -n "$alpha_us" ] && [ -n "$opt" ] || { echo "no fit or traced step in $out/model.txt" >&2; exit 1; }
+  echo "== the simulator (bench/ddp_sim: 2 nodes x 1 rank, $link links = $(awk -v b="$bits" 'BEGIN { print b / 1e9 }') Gb/s, alpha $alpha_us us) =="
+  for pair in "${compare[@]}"; do
+    variant=${pair%%=*} ms=${pair#*=}
+    case $variant in buckets) extra=() ;; one-bucket) extra=(--one-bucket) ;; fp16) extra=(--comm-hook fp16) ;; esac
+    "$bin/ddp_sim" --profiles-dir "$root/bench/profiles" --model cnn --nodes 2 --gpus-per-node 1 \
+      --inter-gbps "$(awk -v b="$bits" 'BEGIN { print b / 1e9 }')" --inter-latency-us "$alpha_us" \
+      --compute-ms "$(awk -v f="$fwd" -v b="$bwd" -v o="$opt" 'BEGIN { print f + b + o }')" --optimizer-ms "$opt" \
+      --measured-ms "$ms" "${extra[@]}" > "$out/sim-$variant.txt"
+    echo "$variant: $(grep '^measured: ' "$out/sim-$variant.txt"); $(grep '^overlap share' "$out/sim-$variant.txt")"
+  done
   exit 0
 fi
 

@@ -62,6 +62,18 @@ namespace ddp::sim {
 // into the gradients (all bytes / copy_bytes_per_s). None of these is measured in a table's
 // multi-GPU cells: per_param_s is to be calibrated from the 1-GPU columns only (DDP at one GPU
 // minus no DDP: there is no communication at world 1), never fitted to the cells it is judged on.
+//
+// Note [The wire and the cores]
+// fp16_hook (05's --comm-hook fp16, PyTorch's fp16_compress_hook): a bucket is cut by its
+//   float32 bytes, as 05 cuts it, and all-reduced as float16: half the bytes on the wire, the
+//   same number of steps (latencies). The casts either side are not modelled (one pass over the
+//   bucket's memory: small beside a network, not beside loopback).
+// comm_on_compute_cores: a GPU all-reduces on its own engines while its SMs run backward; Gloo on
+//   a CPU moves and sums the bytes on the CPU's cores. When every core already runs a rank's
+//   compute (two ranks of one thread each on a 2-core laptop), the all-reduce gets no core of
+//   its own: it takes its time from the compute instead of hiding behind it. Modelled as the
+//   extreme: each all-reduce stops backward for its whole duration (exposed = all of it). Its
+//   duration is then its own figure (the link given: loopback's, measured with all-reduces alone).
 
 namespace {
 
@@ -267,22 +279,23 @@ StepResult simulate(const Profile& profile, const World& world, const Network& n
       while (next < r.buckets.size() && pending[next] == 0) {
         BucketTimeline& b = r.buckets[next++];
         now += options.per_bucket_s, r.ddp_overhead_s += options.per_bucket_s;
-        const CollectiveTime t = allreduce(world, net, static_cast<double>(b.bytes));
+        const CollectiveTime t = allreduce(world, net, static_cast<double>(b.bytes) * (options.fp16_hook ? 0.5 : 1.0));
         b.ready_s = now;
         b.start_s = std::max(now, link_free);
         b.latency_s = t.latency_s, b.bandwidth_s = t.bandwidth_s;
         b.end_s = link_free = b.start_s + t.total();
         r.comm_s += t.total();
+        if (options.comm_on_compute_cores) r.exposed_comm_s += b.end_s - now, now = b.end_s;  // backward waits
       }
     }
   }
   r.backward_end_s = now;
-  r.exposed_comm_s = std::max(0.0, link_free - now);
+  r.exposed_comm_s += std::max(0.0, link_free - now);
   // After the wait: the averaged gradients back out of the buckets, then the optimizer.
   const double copy_back = copy_s(total_bytes);
   r.ddp_overhead_s += copy_back;
   r.step_s = std::max(now, link_free) + copy_back + options.optimizer_s;
-  r.overlap_share = r.comm_s > 0 ? 1 - r.exposed_comm_s / r.comm_s : 0;
+  r.overlap_share = r.comm_s > 0 ? std::max(0.0, 1 - r.exposed_comm_s / r.comm_s) : 0;  // not -0.0 from rounding
   r.efficiency = options.compute_s / r.step_s;
   return r;
 }

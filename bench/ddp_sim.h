@@ -62,6 +62,9 @@ struct Options {
   double per_param_s = 0;        // each gradient's hook
   double per_bucket_s = 0;       // each bucket's launch
   double copy_bytes_per_s = 0;   // copying into and out of buckets; 0: free
+  // What goes on the wire (Note [The wire and the cores]).
+  bool fp16_hook = false;          // 05's --comm-hook fp16: each bucket all-reduced as float16
+  bool comm_on_compute_cores = false;  // the all-reduce needs the cores backward computes on
 };
 
 // ---- the result ----
@@ -75,9 +78,11 @@ struct BucketTimeline {
 struct StepResult {
   double forward_s = 0, backward_compute_s = 0;  // compute_s split (Note [Splitting the compute])
   double ddp_overhead_s = 0;  // hooks, launches and copies (Note [DDP's own costs])
-  double backward_end_s = 0;  // from the start of the step: forward, backward and its hooks
+  double backward_end_s = 0;  // from the start of the step: forward, backward and its hooks (and,
+                              // comm_on_compute_cores, the all-reduces it stopped for)
   double comm_s = 0;          // every all-reduce, end to end
-  double exposed_comm_s = 0;  // the communication left once backward has ended
+  double exposed_comm_s = 0;  // the communication not hidden: left once backward has ended, or
+                              // (comm_on_compute_cores) all of it
   double step_s = 0;
   double overlap_share = 0;   // 1 - exposed / comm (0 without communication)
   double efficiency = 0;      // compute_s / step_s: per GPU, against one GPU without DDP

@@ -50,7 +50,9 @@ int main(int argc, char** argv) {
   double bucket_cap_mb = 25, first_bucket_mb = 1, per_param_us = 0, per_bucket_us = 0, copy_gb_per_s = 0;
   std::optional<double> compute_ms;  // required: no default to state
   int nodes = 1, gpus_per_node = 8;
-  bool first_iteration = false, timeline = false;
+  bool first_iteration = false, one_bucket = false, on_compute_cores = false, timeline = false;
+  std::string comm_hook = "none";
+  std::optional<double> measured_ms;
   app.add_option("--profile", profile_path, "The model's profile (JSON, bench/profile_model.py)");
   app.add_option("--model", model, "Instead of --profile: bench/profiles/MODEL.json (resnet50, resnet101, cnn, ...)");
   app.add_option("--profiles-dir", profiles_dir, "Where --model looks (default: bench/profiles above this program)");
@@ -78,6 +80,13 @@ int main(int argc, char** argv) {
   app.add_option("--bucketing", bucketing, "rebuilt, first-iteration or pytorch-1.4 (Note [Buckets as each DDP cuts them])")
       ->check(CLI::IsMember({"rebuilt", "first-iteration", "pytorch-1.4"}));
   app.add_flag("--first-iteration", first_iteration, "The first step: one bucket, no rebuild (--bucketing first-iteration)");
+  app.add_flag("--one-bucket", one_bucket, "05's --one-bucket: every gradient in one bucket, all-reduced after backward (as --first-iteration)");
+  app.add_option("--comm-hook", comm_hook, "none, or fp16: 05's --comm-hook fp16, half the bytes on the wire (Note [The wire and the cores])")
+      ->check(CLI::IsMember({"none", "fp16"}));
+  app.add_flag("--comm-on-compute-cores", on_compute_cores,
+               "Gloo on a CPU whose every core computes: the all-reduce cannot hide behind backward (Note [The wire and the cores])");
+  app.add_option("--measured-ms", measured_ms, "A measured step to hold the prediction against: prints the error")
+      ->check(ddp::finite_number())->check(CLI::PositiveNumber);
   app.add_option("--per-param-us", per_param_us, "DDP's cost per gradient's hook, us (Note [DDP's own costs])")
       ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
   app.add_option("--per-bucket-us", per_bucket_us, "DDP's cost per bucket's launch, us")->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
@@ -123,10 +132,11 @@ int main(int argc, char** argv) {
     o.bucket_cap_bytes = static_cast<size_t>(bucket_cap_mb * ddp::sim::kMiB);
     o.first_bucket_bytes = static_cast<size_t>(first_bucket_mb * ddp::sim::kMiB);
     if (o.bucket_cap_bytes == 0 || o.first_bucket_bytes == 0) throw ddp::UsageError("--bucket-cap-mb and --first-bucket-mb: at least one byte");
-    o.bucketing = first_iteration || bucketing == "first-iteration" ? ddp::sim::Bucketing::first_iteration
+    o.bucketing = first_iteration || one_bucket || bucketing == "first-iteration" ? ddp::sim::Bucketing::first_iteration
                   : bucketing == "pytorch-1.4"                      ? ddp::sim::Bucketing::pytorch_1_4
                                                                     : ddp::sim::Bucketing::rebuilt;
     o.per_param_s = per_param_us * 1e-6, o.per_bucket_s = per_bucket_us * 1e-6, o.copy_bytes_per_s = copy_gb_per_s * 1e9;
+    o.fp16_hook = comm_hook == "fp16", o.comm_on_compute_cores = on_compute_cores;
 
     const auto t0 = std::chrono::steady_clock::now();
     const ddp::sim::StepResult r = ddp::sim::simulate(profile, world, net, o);
@@ -140,8 +150,9 @@ int main(int argc, char** argv) {
     if (!preset.empty()) std::printf("preset %s: %s\n", preset.c_str(), ddp::sim::find_preset(preset).machine.c_str());
     std::printf("world %d node(s) x %d GPUs = %d ranks; %s all-reduce; within a node %g Gb/s, %g us; between nodes %g Gb/s, %g us\n",
                 nodes, gpus_per_node, world.size(), algorithm.c_str(), intra_gbps, intra_latency_us, inter_gbps, inter_latency_us);
-    std::printf("buckets: %s; first %g MiB, cap %g MiB: %zu bucket(s)\n", bucketing_name(o.bucketing), first_bucket_mb, bucket_cap_mb,
-                r.buckets.size());
+    std::printf("buckets: %s; first %g MiB, cap %g MiB: %zu bucket(s)%s\n", bucketing_name(o.bucketing), first_bucket_mb, bucket_cap_mb,
+                r.buckets.size(), o.fp16_hook ? ", all-reduced as float16 (--comm-hook fp16)" : "");
+    if (o.comm_on_compute_cores) std::printf("the all-reduces take their time from the compute (--comm-on-compute-cores): no overlap\n");
     std::printf("compute without DDP (given): %s = forward %s + backward %s + optimizer %s (split by the profile's FLOPs)\n",
                 ms(o.compute_s).c_str(), ms(r.forward_s).c_str(), ms(r.backward_compute_s).c_str(), ms(o.optimizer_s).c_str());
 
@@ -177,6 +188,9 @@ int main(int argc, char** argv) {
     std::printf("step = compute %s + exposed all-reduce %s + DDP's own costs %s; dominant term: %s\n", ms(o.compute_s).c_str(),
                 ms(exposed).c_str(), ms(own).c_str(), largest);
     std::printf("beyond the compute: +%s, mostly %s\n", ms(r.step_s - o.compute_s).c_str(), beyond);
+    if (measured_ms) {
+      std::printf("measured: %.3f ms; predicted %s: %+.1f%%\n", *measured_ms, ms(r.step_s).c_str(), (r.step_s * 1e3 / *measured_ms - 1) * 100);
+    }
     std::printf("(simulated in %.3f ms)\n", took * 1e3);
     return ddp::kExitOk;
   });

@@ -33,8 +33,10 @@ resolve_flavours "[setup]" ${*:-${DDP_FLAVOURS:-}}
 # iproute2: `ip` and `tc`, which --link uses to make simulated nodes hosts (Note [Nodes as hosts]).
 # python3-torchvision: the model definitions (ResNets, ...) bench/profile_model.py writes profiles
 # from, matching python3-torch; 7 packages, 1.3 MB, about 6 s.
+# python3-matplotlib: the pictures of bench/ and 05's README (bench/plot_step.py and its kin).
 packages=(g++ make cmake binutils libtorch-dev libgloo-dev libopenblas0-pthread libcli11-dev libgtest-dev zlib1g-dev
-          nlohmann-json3-dev python3-venv python3-torch python3-torchvision dataset-fashion-mnist iproute2)
+          nlohmann-json3-dev python3-venv python3-torch python3-torchvision
+          python3-matplotlib dataset-fashion-mnist iproute2)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -119,6 +119,48 @@ TEST(DdpSim, GradientsThatAllArriveAtTheEndOverlapNothing) {
   for (const auto& b : r.buckets) EXPECT_DOUBLE_EQ(b.ready_s, r.backward_end_s);
 }
 
+// --comm-hook fp16: the same buckets (cut by float32 bytes), half the bytes on the wire: the
+// bandwidth term halves, the latency term (the ring's 2(p-1) steps) does not.
+TEST(DdpSim, Fp16HookHalvesTheBandwidthTermNotTheLatency) {
+  const sim::Profile p = tiny();
+  const sim::World w{2, 1};
+  const sim::Network n = network(10e9, 12.5e6, 5e-6, 500e-6);  // 100 Mbit/s between two hosts
+  sim::Options o = compute(0.1);
+  const auto plain = sim::simulate(p, w, n, o);
+  o.fp16_hook = true;
+  const auto half = sim::simulate(p, w, n, o);
+  ASSERT_EQ(half.buckets.size(), plain.buckets.size());
+  for (size_t b = 0; b < plain.buckets.size(); ++b) {
+    EXPECT_EQ(half.buckets[b].bytes, plain.buckets[b].bytes);
+    EXPECT_DOUBLE_EQ(half.buckets[b].latency_s, 2 * 500e-6);
+    EXPECT_DOUBLE_EQ(half.buckets[b].bandwidth_s, plain.buckets[b].bandwidth_s / 2);
+    // ring(2, n/2): 2 steps of n/4 bytes at 12.5 MB/s.
+    EXPECT_NEAR(half.buckets[b].bandwidth_s, plain.buckets[b].bytes / 2.0 / 12.5e6, 1e-15);
+  }
+}
+
+// --comm-on-compute-cores (Note [The wire and the cores]): each all-reduce stops backward, so
+// the step is compute plus every all-reduce, nothing hidden, whatever the buckets.
+TEST(DdpSim, AllReducesOnTheComputeCoresHideNothing) {
+  const sim::Profile p = tiny();
+  const sim::World w{1, 2};
+  const sim::Network n = network(1e9, 1e9, 200e-6, 200e-6);
+  sim::Options o = compute(0.1);
+  o.optimizer_s = 0.01;
+  const auto overlapped = sim::simulate(p, w, n, o);
+  EXPECT_GT(overlapped.overlap_share, 0.5);  // on a GPU most of it hides: the contrast
+  o.comm_on_compute_cores = true;
+  const auto r = sim::simulate(p, w, n, o);
+  ASSERT_EQ(r.buckets.size(), 2u);
+  double by_hand = 0;
+  for (const auto& b : r.buckets) by_hand += sim::allreduce(w, n, static_cast<double>(b.bytes)).total();
+  EXPECT_NEAR(r.comm_s, by_hand, 1e-15);
+  EXPECT_NEAR(r.exposed_comm_s, by_hand, 1e-15);
+  EXPECT_NEAR(r.overlap_share, 0, 1e-12);
+  EXPECT_NEAR(r.step_s, 0.1 + by_hand, 1e-15);
+  for (const auto& b : r.buckets) EXPECT_DOUBLE_EQ(b.start_s, b.ready_s);  // nothing queued: backward waited
+}
+
 TEST(DdpSim, RingAndHierarchicalAllReduceByHand) {
   // A ring over 8 ranks, 100 MB at 10 GB/s, 5 us a step: 14 steps of latency, 14/8 of the bytes.
   const auto t = sim::ring_allreduce(8, 100e6, {10e9, 5e-6});
@@ -245,17 +287,20 @@ TEST(DdpSim, TheToolPrintsTheStepAndRefusesBadFlagsWithExit2) {
   const std::vector<std::string> base{"ddp_sim", "--compute-ms", "14"};
   // --model finds tiny.json in --profiles-dir; the preset fills the network, --intra-gbps overrides it.
   const ProcResult ok = run_one({plus(base, {"--profiles-dir", dir, "--model", "tiny", "--preset", "dgx-v100", "--intra-gbps", "800",
-                                             "--nodes", "128", "--gpus-per-node", "8", "--timeline"})}, 30);
+                                             "--nodes", "128", "--gpus-per-node", "8", "--timeline", "--comm-hook", "fp16",
+                                             "--measured-ms", "20"})}, 30);
   ASSERT_EQ(ok.exit_code, 0) << ok.output;
   for (const char* line : {"step: ", "backward end: ", "all-reduce: ", "overlap share: ", "scaling efficiency: ", "dominant term: ",
-                           "preset dgx-v100: ", "within a node 800 Gb/s, 5 us; between nodes 320 Gb/s, 10 us"}) {
+                           "preset dgx-v100: ", "within a node 800 Gb/s, 5 us; between nodes 320 Gb/s, 10 us",
+                           "all-reduced as float16 (--comm-hook fp16)", "measured: 20.000 ms; predicted "}) {
     EXPECT_NE(ok.output.find(line), std::string::npos) << line << "\n" << ok.output;
   }
   const std::vector<std::pair<std::vector<std::string>, std::string>> refused{
       {{"--gpus-per-node", "0"}, "--gpus-per-node"},   {{"--intra-gbps", "0"}, "--intra-gbps"},
       {{"--inter-gbps", "-1"}, "--inter-gbps"},        {{"--algorithm", "tree"}, "--algorithm"},
       {{"--profile", dir + "/none.json"}, "--profile"}, {{"--profile", bad}, "--profile"},
-      {{"--preset", "dgx-x"}, "dgx-v100, a100-8, h100-8"}, {{"--model", "nosuch", "--profiles-dir", dir}, "--model nosuch"}};
+      {{"--preset", "dgx-x"}, "dgx-v100, a100-8, h100-8"}, {{"--model", "nosuch", "--profiles-dir", dir}, "--model nosuch"},
+      {{"--comm-hook", "fp32"}, "--comm-hook"},        {{"--measured-ms", "0"}, "--measured-ms"}};
   for (const auto& [flags, named] : refused) {
     const bool own = flags[0] == "--profile" || flags[0] == "--model";
     const std::vector<std::string> profile = own ? std::vector<std::string>{} : std::vector<std::string>{"--profile", good};

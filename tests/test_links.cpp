@@ -113,6 +113,16 @@ TEST(Links, TheCostModelRunsBetweenHostsInOneCommand) {
         << variant << "\n" << r.output;
   }
   EXPECT_NE(r.output.find("largest |error| of the predicted steps: "), std::string::npos) << r.output;
+  // The same three from bench/ddp_sim (the CNN's profile, the link's rate, the fitted alpha): each
+  // error is its predicted step against the measured one cost_model was given.
+  EXPECT_NE(r.output.find("== the simulator (bench/ddp_sim: 2 nodes x 1 rank, 1gbit links = 1 Gb/s, alpha "), std::string::npos) << r.output;
+  for (const char* variant : {"buckets", "one-bucket", "fp16"}) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.output, m, std::regex(std::string("\n") + variant +
+                                                          R"(: measured: ([0-9.]+) ms; predicted ([0-9.]+) ms: ([-+][0-9.]+)%; overlap share: [0-9.]+%)")))
+        << variant << "\n" << r.output;
+    EXPECT_NEAR(std::stod(m[3]), (std::stod(m[2]) / std::stod(m[1]) - 1) * 100, 0.06) << m.str();
+  }
   std::system(("rm -rf " + dir).c_str());
 }
 

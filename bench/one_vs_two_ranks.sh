@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Why two ranks of the MLP train slower than one on a 2-core laptop, and two of the CNN faster:
+# measured (05_ddp, one thread per rank), then predicted by bench/ddp_sim from the model's profile
+# and what a rank does without DDP, measured in the same run (Note [Two ranks on two cores]).
+# Usage: bench/one_vs_two_ranks.sh [--quick] [output folder, default runs/one_vs_two]
+# --quick (the tests): fewer steps and a shorter all-reduce sweep.
+# DDP_BUILD_DIR=<folder>: use those binaries as they are (no build).
+#
+# Note [Two ranks on two cores]
+# A GPU all-reduces on its own engines while its SMs compute; Gloo on a CPU moves and sums the
+# bytes on the CPU's cores. At two ranks of one thread each on two cores every core computes, so
+# the all-reduce (a) cannot hide behind backward: ddp_sim --comm-on-compute-cores; and (b) runs
+# at the speed it has on busy cores, not alone: the sweep is measured while two single-rank
+# trainings keep both cores computing. The compute is a rank's step beside another rank's (two
+# single-rank runs at once: no DDP, both cores busy). Each input is measured without DDP; the
+# two-rank run is only what the prediction is held against.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+quick=
+if [ "${1:-}" = --quick ]; then quick=1; shift; fi
+out=${1:-runs/one_vs_two}
+if [ -n "${DDP_BUILD_DIR:-}" ]; then
+  bin=$DDP_BUILD_DIR
+else
+  "$root/scripts/build.sh" cpu 02_spawn 05_ddp allreduce_bench cost_model ddp_sim > /dev/null
+  bin=$root/build-cpu
+fi
+mkdir -p "$out"
+out=$(cd "$out" && pwd)  # absolute: --init file:// needs it
+cores=$(nproc)
+rate() { sed -n 's/.*throughput: \([0-9.]*\) samples\/s.*/\1/p' "$1" | tail -n 1; }
+trainer() {  # trainer <log> <05_ddp flags...>: one thread per rank (05 gives each of several ranks one)
+  local log=$1; shift
+  OMP_NUM_THREADS=1 "$bin/05_ddp" "$@" > "$log" 2>&1 || { cat "$log"; return 1; }
+  [ -n "$(rate "$log")" ] || { echo "no throughput line in $log" >&2; cat "$log" >&2; return 1; }
+}
+flags() {  # flags <model> [steps]: 64 images per rank per step
+  local steps=${2:-$([ "$1" = mlp ] && echo 300 || echo 60)}
+  [ -n "$quick" ] && [ -z "${2:-}" ] && steps=$([ "$1" = mlp ] && echo 40 || echo 8)
+  echo --model "$1" --max-steps "$steps" --log-every 100000 --reset --timeout 120 --test-samples 200 ${quick:+--train-samples 4000}
+}
+
+# 1. The all-reduce of two ranks over loopback, fitted (alpha per ring step, beta per byte) into
+# ddp_sim's link: alone, and on busy cores. One round per size (--rounds 1): the mean of many
+# all-reduces, not the best of several rounds; a training step does not pick its best round.
+sweep=(--max-bytes 4194304 --round-bytes 8388608 --rounds 1)
+[ -n "$quick" ] && sweep=(--max-bytes 1048576 --round-bytes 2097152 --rounds 1)
+fit() {  # fit <name>: sweep, fit, and print "alpha_us gbps"
+  rm -f "$out/allreduce-$1.csv"
+  "$bin/02_spawn" --nproc-per-node 2 --timeout 120 -- "$bin/allreduce_bench" --csv "$out/allreduce-$1.csv" "${sweep[@]}" \
+    > "$out/allreduce-$1.log" 2>&1 || { cat "$out/allreduce-$1.log" >&2; return 1; }
+  "$bin/cost_model" --csv "$out/allreduce-$1.csv" > "$out/fit-$1.txt" 2>&1 || { cat "$out/fit-$1.txt" >&2; return 1; }
+  sed -n 's/^fitted ring model: alpha = \([0-9.]*\) us per step, beta = \([0-9.]*\) ns\/byte.*/\1 \2/p' "$out/fit-$1.txt" |
+    awk '{ printf "%s %.4f\n", $1, 8 / $2 }'  # 1/beta bytes per ns = GB/s; x8 = Gb/s
+}
+read -r alone_alpha alone_gbps < <(fit alone)
+# The load: two single-rank MLP trainings, long enough to outlast the sweep, stopped after it.
+load=()
+for k in a b; do
+  setsid bash -c "OMP_NUM_THREADS=1 exec '$bin/05_ddp' $(flags mlp 100000) --out '$out/load-$k' --init 'file://$out/store-load-$k'" \
+    > "$out/load-$k.log" 2>&1 &
+  load+=($!)
+done
+sleep 2  # past their start-up: computing when the sweep begins
+read -r busy_alpha busy_gbps < <(fit busy) || true
+for p in "${load[@]}"; do kill -TERM -- "-$p" 2>/dev/null || true; done
+wait "${load[@]}" 2>/dev/null || true
+[ -n "${busy_gbps:-}" ] || { echo "the sweep on busy cores failed: $out/allreduce-busy.log" >&2; exit 1; }
+echo "== $cores cores; two ranks' all-reduce over loopback, fitted: alone alpha $alone_alpha us, 1/beta $alone_gbps Gb/s;" \
+  "with both cores computing alpha $busy_alpha us, 1/beta $busy_gbps Gb/s =="
+
+# 2. Each model: one rank alone; two single-rank runs at once (the busy compute); two ranks.
+step() { sed -n 's/^step: \([0-9.]*\) ms/\1/p' "$1"; }
+error() { sed -n 's/^measured: .*: \([-+0-9.]*%\)$/\1/p' "$1"; }
+for model in mlp cnn; do
+  read -ra train <<< "$(flags "$model")"
+  trainer "$out/$model-1.log" --nproc-per-node 1 "${train[@]}" --out "$out/$model-1"
+  trainer "$out/$model-busy-a.log" --nproc-per-node 1 "${train[@]}" --out "$out/$model-busy-a" --init "file://$out/store-a" &
+  trainer "$out/$model-busy-b.log" --nproc-per-node 1 "${train[@]}" --out "$out/$model-busy-b" --init "file://$out/store-b" || { wait; exit 1; }
+  wait $! || exit 1
+  trainer "$out/$model-2.log" --nproc-per-node 2 "${train[@]}" --out "$out/$model-2"
+  one=$(rate "$out/$model-1.log") two=$(rate "$out/$model-2.log")
+  busy=$(awk -v a="$(rate "$out/$model-busy-a.log")" -v b="$(rate "$out/$model-busy-b.log")" 'BEGIN { printf "%.1f", (a + b) / 2 }')
+  alone_ms=$(awk -v r="$one" 'BEGIN { printf "%.3f", 64 / r * 1000 }')
+  compute_ms=$(awk -v r="$busy" 'BEGIN { printf "%.3f", 64 / r * 1000 }')
+  measured_ms=$(awk -v r="$two" 'BEGIN { printf "%.3f", 128 / r * 1000 }')
+  sim=("$bin/ddp_sim" --profiles-dir "$root/bench/profiles" --model "$model" --nodes 1 --gpus-per-node 2 --measured-ms "$measured_ms")
+  "${sim[@]}" --compute-ms "$compute_ms" --intra-gbps "$busy_gbps" --intra-latency-us "$busy_alpha" --comm-on-compute-cores > "$out/$model-sim-cpu.txt"
+  "${sim[@]}" --compute-ms "$alone_ms" --intra-gbps "$alone_gbps" --intra-latency-us "$alone_alpha" > "$out/$model-sim-gpu.txt"
+  echo "$model: 1 rank $one samples/s ($alone_ms ms a step; $compute_ms ms beside another rank's); 2 ranks $two samples/s" \
+    "($measured_ms ms a step of 2 x 64): $(awk -v a="$two" -v b="$one" 'BEGIN { printf "%.2f", a / b }')x one rank"
+  awk -v c="$(step "$out/$model-sim-cpu.txt")" -v g="$(step "$out/$model-sim-gpu.txt")" -v one="$one" \
+      -v e="$(error "$out/$model-sim-cpu.txt")" -v f="$(error "$out/$model-sim-gpu.txt")" 'BEGIN {
+    printf "  ddp_sim, as on these cores (busy compute, all-reduce on busy cores, nothing hidden): %.3f ms = %.0f samples/s, %.2fx one rank (error %s)\n", c, 128000 / c, 128000 / c / one, e
+    printf "  ddp_sim, as on a GPU (compute alone, all-reduce alone, hidden behind backward): %.3f ms = %.0f samples/s, %.2fx one rank (error %s)\n", g, 128000 / g, 128000 / g / one, f }'
+  sed -n 's/^all-reduce: /  all-reduce on busy cores: /p' "$out/$model-sim-cpu.txt"
+done
+[ "$cores" -le 2 ] && echo "on $cores cores every core computes at 2 ranks: the first prediction is the one for this machine" ||
+  echo "on $cores cores a core is left over at 2 ranks: the all-reduce has one of its own, and the second prediction is closer to this machine"

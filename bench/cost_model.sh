@@ -73,16 +73,25 @@ if [ -n "$link" ]; then
   "$bin/cost_model" --csv "$out/allreduce.csv" --csv-fp16 "$out/allreduce-fp16.csv" --link "$link" --trace "$out/trace.json" \
     --compare "$(IFS=,; echo "${compare[*]}")" "$@" | tee "$out/model.txt"
   # The same steps from bench/ddp_sim: the CNN's profile (not the trace's gradients), the link's
-  # configured rate, the alpha fitted above, and the compute the trace measured.
+  # configured rate, the alpha fitted above, and the compute the trace measured. The fp16 hook's
+  # all-reduce at the float16 sweep's fit instead: Gloo sums float16 on the CPU, more slowly per
+  # byte than float32, and at 1 Gbit/s more slowly than the wire carries it.
   alpha_us=$(sed -n 's/^fitted ring model: alpha = \([0-9.]*\) us.*/\1/p' "$out/model.txt")
+  read -r alpha16_us gbps16 < <(sed -n 's/^fitted to the float16 all-reduces .*: alpha = \([0-9.]*\) us per step, beta = \([0-9.]*\) ns\/byte.*/\1 \2/p' \
+    "$out/model.txt" | awk '{ printf "%s %.4f\n", $1, 8 / $2 }')
   read -r fwd bwd opt < <(sed -n 's/.*forward+data \([0-9.]*\) ms, backward computing \([0-9.]*\) ms, optimizer \([0-9.]*\) ms.*/\1 \2 \3/p' "$out/model.txt")
-  [ -n "$alpha_us" ] && [ -n "$opt" ] || { echo "no fit or traced step in $out/model.txt" >&2; exit 1; }
-  echo "== the simulator (bench/ddp_sim: 2 nodes x 1 rank, $link links = $(awk -v b="$bits" 'BEGIN { print b / 1e9 }') Gb/s, alpha $alpha_us us) =="
+  [ -n "$alpha_us" ] && [ -n "$opt" ] && [ -n "${gbps16:-}" ] || { echo "no fit or traced step in $out/model.txt" >&2; exit 1; }
+  gbps=$(awk -v b="$bits" 'BEGIN { print b / 1e9 }')
+  echo "== the simulator (bench/ddp_sim: 2 nodes x 1 rank, $link links = $gbps Gb/s, alpha $alpha_us us;" \
+    "fp16 at the float16 fit: $gbps16 Gb/s, alpha $alpha16_us us) =="
   for pair in "${compare[@]}"; do
     variant=${pair%%=*} ms=${pair#*=}
-    case $variant in buckets) extra=() ;; one-bucket) extra=(--one-bucket) ;; fp16) extra=(--comm-hook fp16) ;; esac
-    "$bin/ddp_sim" --profiles-dir "$root/bench/profiles" --model cnn --nodes 2 --gpus-per-node 1 \
-      --inter-gbps "$(awk -v b="$bits" 'BEGIN { print b / 1e9 }')" --inter-latency-us "$alpha_us" \
+    net=(--inter-gbps "$gbps" --inter-latency-us "$alpha_us")
+    case $variant in
+      buckets) extra=() ;; one-bucket) extra=(--one-bucket) ;;
+      fp16) extra=(--comm-hook fp16) net=(--inter-gbps "$gbps16" --inter-latency-us "$alpha16_us") ;;
+    esac
+    "$bin/ddp_sim" --profiles-dir "$root/bench/profiles" --model cnn --nodes 2 --gpus-per-node 1 "${net[@]}" \
       --compute-ms "$(awk -v f="$fwd" -v b="$bwd" -v o="$opt" 'BEGIN { print f + b + o }')" --optimizer-ms "$opt" \
       --measured-ms "$ms" "${extra[@]}" > "$out/sim-$variant.txt"
     echo "$variant: $(grep '^measured: ' "$out/sim-$variant.txt"); $(grep '^overlap share' "$out/sim-$variant.txt")"

@@ -27,6 +27,7 @@ else
 fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)  # absolute: --init file:// needs it
+rm -f "$out"/store-*  # a FileStore's file left by an earlier run would refuse the next one
 cores=$(nproc)
 rate() { sed -n 's/.*throughput: \([0-9.]*\) samples\/s.*/\1/p' "$1" | tail -n 1; }
 trainer() {  # trainer <log> <05_ddp flags...>: one thread per rank (05 gives each of several ranks one)
@@ -41,31 +42,43 @@ flags() {  # flags <model> [steps]: 64 images per rank per step
 }
 
 # 1. The all-reduce of two ranks over loopback, fitted (alpha per ring step, beta per byte) into
-# ddp_sim's link: alone, and on busy cores. One round per size (--rounds 1): the mean of many
-# all-reduces, not the best of several rounds; a training step does not pick its best round.
-sweep=(--max-bytes 4194304 --round-bytes 8388608 --rounds 1)
-[ -n "$quick" ] && sweep=(--max-bytes 1048576 --round-bytes 2097152 --rounds 1)
+# ddp_sim's link: alone, and on busy cores. Each size the best of 3 rounds of 16 MiB: on idle
+# cores of a virtual machine one round can take several times another (a waking vCPU).
+sweep=(--max-bytes 8388608 --round-bytes 16777216 --rounds 3)
+[ -n "$quick" ] && sweep=(--max-bytes 2097152 --round-bytes 4194304 --rounds 2)
 fit() {  # fit <name>: sweep, fit, and print "alpha_us gbps"
   rm -f "$out/allreduce-$1.csv"
   "$bin/02_spawn" --nproc-per-node 2 --timeout 120 -- "$bin/allreduce_bench" --csv "$out/allreduce-$1.csv" "${sweep[@]}" \
     > "$out/allreduce-$1.log" 2>&1 || { cat "$out/allreduce-$1.log" >&2; return 1; }
   "$bin/cost_model" --csv "$out/allreduce-$1.csv" > "$out/fit-$1.txt" 2>&1 || { cat "$out/fit-$1.txt" >&2; return 1; }
-  sed -n 's/^fitted ring model: alpha = \([0-9.]*\) us per step, beta = \([0-9.]*\) ns\/byte.*/\1 \2/p' "$out/fit-$1.txt" |
-    awk '{ printf "%s %.4f\n", $1, 8 / $2 }'  # 1/beta bytes per ns = GB/s; x8 = Gb/s
+  local fitted
+  fitted=$(sed -n 's/^fitted ring model: alpha = \([0-9.]*\) us per step, beta = \([0-9.]*\) ns\/byte.*/\1 \2/p' "$out/fit-$1.txt")
+  [ -n "$fitted" ] || { echo "the $1 sweep fits no positive alpha and beta (too noisy: run again): $out/fit-$1.txt" >&2; return 1; }
+  awk '{ printf "%s %.4f\n", $1, 8 / $2 }' <<< "$fitted"  # 1/beta bytes per ns = GB/s; x8 = Gb/s
 }
-read -r alone_alpha alone_gbps < <(fit alone)
+fitted=$(fit alone) || exit 1
+read -r alone_alpha alone_gbps <<< "$fitted"
 # The load: two single-rank MLP trainings, long enough to outlast the sweep, stopped after it.
 load=()
 for k in a b; do
-  setsid bash -c "OMP_NUM_THREADS=1 exec '$bin/05_ddp' $(flags mlp 100000) --out '$out/load-$k' --init 'file://$out/store-load-$k'" \
+  setsid bash -c "OMP_NUM_THREADS=1 exec '$bin/05_ddp' $(flags mlp 1000000) --epochs 1000 --out '$out/load-$k' --init 'file://$out/store-load-$k'" \
     > "$out/load-$k.log" 2>&1 &
   load+=($!)
 done
-sleep 2  # past their start-up: computing when the sweep begins
-read -r busy_alpha busy_gbps < <(fit busy) || true
-for p in "${load[@]}"; do kill -TERM -- "-$p" 2>/dev/null || true; done
+# Computing when the sweep begins: past their start-up (the data, the model), at their first step's end.
+for k in 0 1; do
+  for _ in $(seq 600); do
+    grep -q "buckets rebuilt" "$out/load-$([ $k = 0 ] && echo a || echo b).log" 2>/dev/null || ! kill -0 "${load[$k]}" 2>/dev/null && break
+    sleep 0.1
+  done
+done
+fitted=$(fit busy) || fitted=
+read -r busy_alpha busy_gbps <<< "$fitted"
+loaded=1
+for p in "${load[@]}"; do kill -0 "$p" 2>/dev/null || loaded=; kill -TERM -- "-$p" 2>/dev/null || true; done
 wait "${load[@]}" 2>/dev/null || true
-[ -n "${busy_gbps:-}" ] || { echo "the sweep on busy cores failed: $out/allreduce-busy.log" >&2; exit 1; }
+[ -n "${busy_gbps:-}" ] || exit 1  # fit said why
+[ -n "$loaded" ] || { echo "a load training ended before the sweep did: $out/load-a.log, $out/load-b.log" >&2; exit 1; }
 echo "== $cores cores; two ranks' all-reduce over loopback, fitted: alone alpha $alone_alpha us, 1/beta $alone_gbps Gb/s;" \
   "with both cores computing alpha $busy_alpha us, 1/beta $busy_gbps Gb/s =="
 

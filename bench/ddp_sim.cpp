@@ -36,7 +36,8 @@ namespace ddp::sim {
 // BatchNorm gets less time than it takes, a matmul more: the profile cannot say better).
 // Backward runs the layers in reverse forward order; a parameter's gradient is ready when its
 // layer's backward ends, and a layer's gradients fire their hooks in reverse registration order
-// (NOTES: hooks fire in reverse parameter order). A layer listed twice (used twice in forward)
+// (NOTES: hooks fire in reverse parameter order; 05's log shows a Conv2d's weight before its bias,
+// which moves a parameter across a bucket boundary at most: both are ready at the same instant). A layer listed twice (used twice in forward)
 // produces its gradients at the end of the backward of its first use, the last to run.
 
 // Note [Buckets as each DDP cuts them]

@@ -60,7 +60,7 @@ def main():
         ax.set_xscale("log", base=2)
         ax.set_xticks(GPUS, ["1", "2", "4", "8", "16\n(2 nodes)"])
         ax.set_xlabel("GPUs (8 per DGX-1 machine)")
-        ax.set_ylabel("seconds per iteration, p50 (ms)")
+        ax.set_ylabel("time per iteration, p50 (ms)")
         ax.set_title(f"{NAMES.get(model, model)}, batch 32 per GPU")
         low, high = row["no_ddp"] * 1e3, max(row["published"]) * 1e3
         ax.set_ylim(low - 0.15 * (high - low), high + 0.25 * (high - low))

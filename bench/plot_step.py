@@ -152,6 +152,7 @@ def main():
     sim_args = ["--profile", a.profile, "--compute-ms", f"{compute_ms:.3f}", "--optimizer-ms", f"{optimizer_ms:.3f}", "--nodes", "1",
                 "--gpus-per-node", str(len(ranks)), "--intra-gbps", f"{gbps:.4g}", "--intra-latency-us", f"{alpha_us:.4g}", "--timeline"]
     sim_text = plotting.ddp_sim(sim_args, a.ddp_sim)
+    print("the simulated step below the measured one: ddp_sim " + " ".join(sim_args))  # to run it yourself
     sim = parse_sim(sim_text)
 
     # 2. The measured step, each rank on two rows (compute, all-reduce), time from rank 0's forward.
@@ -206,8 +207,8 @@ def main():
         bar(simulated, 0.35, start, end, bucket_colour(b), f"sim all-reduce bucket{b}", height=0.45)
     if sim_last > sim["backward end"]:
         bar(simulated, 0.675, sim["backward end"], sim_last, plotting.COLOURS["exposed"], "sim exposed", height=1.3, alpha=0.25, zorder=0)
-    simulated.plot([ready for _, _, ready, _, _ in sim["buckets"]], [1.42] * len(sim["buckets"]), "v", color="black", markersize=4,
-                   gid="sim bucket ready")
+    simulated.plot([ready for _, _, ready, _, _ in sim["buckets"]], [1.42] * len(sim["buckets"]), "D", color="dimgray", markersize=4,
+                   gid="sim bucket ready", label="a bucket ready (the simulator)")
     simulated.set_yticks([0.35, 1], ["all-reduce", "compute"])
     simulated.set_ylim(-0.2, 1.9)
     simulated.set_title(f"Simulated: ddp_sim, rank 0's compute of this step ({compute_ms:.1f} ms) and the trace's all-reduce "
@@ -216,7 +217,9 @@ def main():
     simulated.set_xlabel("time since rank 0's forward began (ms)")
     for ax in (measured, simulated):
         ax.grid(axis="x", alpha=0.3)
-    fig.legend(*measured.get_legend_handles_labels(), loc="lower center", ncol=3, frameon=False)
+    handles, names_ = measured.get_legend_handles_labels()
+    more = simulated.get_legend_handles_labels()
+    fig.legend(handles + more[0], names_ + more[1], loc="lower center", ncol=3, frameon=False)
     fig.suptitle("One DDP step: the all-reduce of each bucket runs while backward computes the next gradients")
     fig.tight_layout(rect=(0, 0.1, 1, 1))
 

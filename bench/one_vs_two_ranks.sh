@@ -58,24 +58,30 @@ fit() {  # fit <name>: sweep, fit, and print "alpha_us gbps"
 }
 fitted=$(fit alone) || exit 1
 read -r alone_alpha alone_gbps <<< "$fitted"
-# The load: two single-rank MLP trainings, long enough to outlast the sweep, stopped after it.
+# The load: two single-rank MLP trainings, long enough to outlast the sweep, stopped after it (or
+# when this script ends early: each is the leader of its own process group).
 load=()
+stop_load() { for p in "${load[@]}"; do kill -TERM -- "-$p" 2>/dev/null || true; done; }
+trap stop_load EXIT
 for k in a b; do
   setsid bash -c "OMP_NUM_THREADS=1 exec '$bin/05_ddp' $(flags mlp 1000000) --epochs 1000 --out '$out/load-$k' --init 'file://$out/store-load-$k'" \
     > "$out/load-$k.log" 2>&1 &
   load+=($!)
 done
 # Computing when the sweep begins: past their start-up (the data, the model), at their first step's end.
-for k in 0 1; do
-  for _ in $(seq 600); do
-    grep -q "buckets rebuilt" "$out/load-$([ $k = 0 ] && echo a || echo b).log" 2>/dev/null || ! kill -0 "${load[$k]}" 2>/dev/null && break
+for i in 0 1; do
+  log=$out/load-$([ "$i" = 0 ] && echo a || echo b).log
+  for _ in $(seq 600); do  # at most 60 s
+    grep -q "buckets rebuilt" "$log" 2>/dev/null && break
+    kill -0 "${load[$i]}" 2>/dev/null || break  # ended: said below
     sleep 0.1
   done
 done
 fitted=$(fit busy) || fitted=
 read -r busy_alpha busy_gbps <<< "$fitted"
 loaded=1
-for p in "${load[@]}"; do kill -0 "$p" 2>/dev/null || loaded=; kill -TERM -- "-$p" 2>/dev/null || true; done
+for p in "${load[@]}"; do kill -0 "$p" 2>/dev/null || loaded=; done
+stop_load
 wait "${load[@]}" 2>/dev/null || true
 [ -n "${busy_gbps:-}" ] || exit 1  # fit said why
 [ -n "$loaded" ] || { echo "a load training ended before the sweep did: $out/load-a.log, $out/load-b.log" >&2; exit 1; }

@@ -82,6 +82,7 @@ if [ -n "$link" ]; then
   read -r fwd bwd opt < <(sed -n 's/.*forward+data \([0-9.]*\) ms, backward computing \([0-9.]*\) ms, optimizer \([0-9.]*\) ms.*/\1 \2 \3/p' "$out/model.txt")
   [ -n "$alpha_us" ] && [ -n "$opt" ] && [ -n "${gbps16:-}" ] || { echo "no fit or traced step in $out/model.txt" >&2; exit 1; }
   gbps=$(awk -v b="$bits" 'BEGIN { print b / 1e9 }')
+  compute_ms=$(awk -v f="$fwd" -v b="$bwd" -v o="$opt" 'BEGIN { print f + b + o }')
   echo "== the simulator (bench/ddp_sim: 2 nodes x 1 rank, $link links = $gbps Gb/s, alpha $alpha_us us;" \
     "fp16 at the float16 fit: $gbps16 Gb/s, alpha $alpha16_us us) =="
   for pair in "${compare[@]}"; do
@@ -92,7 +93,7 @@ if [ -n "$link" ]; then
       fp16) extra=(--comm-hook fp16) net=(--inter-gbps "$gbps16" --inter-latency-us "$alpha16_us") ;;
     esac
     "$bin/ddp_sim" --profiles-dir "$root/bench/profiles" --model cnn --nodes 2 --gpus-per-node 1 "${net[@]}" \
-      --compute-ms "$(awk -v f="$fwd" -v b="$bwd" -v o="$opt" 'BEGIN { print f + b + o }')" --optimizer-ms "$opt" \
+      --compute-ms "$compute_ms" --optimizer-ms "$opt" \
       --measured-ms "$ms" "${extra[@]}" > "$out/sim-$variant.txt"
     echo "$variant: $(grep '^measured: ' "$out/sim-$variant.txt"); $(grep '^overlap share' "$out/sim-$variant.txt")"
   done

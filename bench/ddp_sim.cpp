@@ -36,9 +36,10 @@ namespace ddp::sim {
 // BatchNorm gets less time than it takes, a matmul more: the profile cannot say better).
 // Backward runs the layers in reverse forward order; a parameter's gradient is ready when its
 // layer's backward ends, and a layer's gradients fire their hooks in reverse registration order
-// (NOTES: hooks fire in reverse parameter order; 05's log shows a Conv2d's weight before its bias,
-// which moves a parameter across a bucket boundary at most: both are ready at the same instant). A layer listed twice (used twice in forward)
-// produces its gradients at the end of the backward of its first use, the last to run.
+// (NOTES: hooks fire in reverse parameter order; 05's log shows a Conv2d's weight before its
+// bias, which moves a parameter across a bucket boundary at most: both are ready at the same
+// instant). A layer listed twice (used twice in forward) produces its gradients at the end of the
+// backward of its first use, the last to run.
 
 // Note [Buckets as each DDP cuts them]
 // rebuilt (05 after its first step, PyTorch >= 1.5): assign_buckets over the order the gradients
@@ -73,8 +74,8 @@ namespace ddp::sim {
 //   a CPU moves and sums the bytes on the CPU's cores. When every core already runs a rank's
 //   compute (two ranks of one thread each on a 2-core laptop), the all-reduce gets no core of
 //   its own: it takes its time from the compute instead of hiding behind it. Modelled as the
-//   extreme: each all-reduce stops backward for its whole duration (exposed = all of it). Its
-//   duration is then its own figure (the link given: loopback's, measured with all-reduces alone).
+//   extreme: each all-reduce stops backward for its whole duration (exposed = all of it), at the
+//   link given (bench/one_vs_two_ranks.sh gives loopback's, measured with both cores computing).
 
 namespace {
 

@@ -8,6 +8,8 @@
 #         the shortest step: the simulator's sweep, computed now, not a stored figure.
 source "$(dirname "$0")/lib.sh"
 read_answer 05.9
+answer=${ANSWER%[Mm][Ii][Bb]}  # "50", "50 MiB" and "50MiB" are one answer
+answer=${answer%% }
 best= best_ms= steps=() mine=
 for cap in 1 5 10 25 50 100; do
   run 30 "$WORK/cap-$cap.log" ddp_sim --profiles-dir "$ROOT/bench/profiles" --model resnet101 --preset dgx-v100 --compute-ms 162 \
@@ -15,11 +17,9 @@ for cap in 1 5 10 25 50 100; do
   ms=$(sed -n 's/^step: \([0-9.]*\) ms$/\1/p' "$WORK/cap-$cap.log")
   [ -n "$ms" ] || fail "ddp_sim printed no step: $(tail -n 3 "$WORK/cap-$cap.log")"
   steps+=("$cap MiB $ms ms")
-  [ "$cap" = "$(a=${ANSWER%[Mm][Ii][Bb]}; echo "${a%% }")" ] && mine=$ms
+  [ "$cap" = "$answer" ] && mine=$ms
   if [ -z "$best" ] || awk -v a="$ms" -v b="$best_ms" 'BEGIN { exit !(a < b) }'; then best=$cap best_ms=$ms; fi
 done
-answer=${ANSWER%[Mm][Ii][Bb]}  # "50", "50 MiB" and "50MiB" are one answer
-answer=${answer%% }
 [ "$answer" = "$best" ] ||
   fail "you wrote '$ANSWER'; ${mine:+at that cap the step is $mine ms, and }one of 1, 5, 10, 25, 50 and 100 MiB gives $best_ms ms. Run ddp_sim --model resnet101 --preset dgx-v100 --compute-ms 162 --nodes 128 --gpus-per-node 8 --bucket-cap-mb CAP --timeline at your cap and its neighbours: how many buckets, and when does the first one start?"
 pass "at $best MiB the step is $best_ms ms ($(IFS=';'; echo "${steps[*]}" | sed 's/;/, /g')): at 1,024 ranks each bucket pays 2046 latencies, so few buckets win, until one is so large that it starts too late to hide"

@@ -76,6 +76,11 @@ namespace ddp::sim {
 //   its own: it takes its time from the compute instead of hiding behind it. Modelled as the
 //   extreme: each all-reduce stops backward for its whole duration (exposed = all of it), at the
 //   link given (bench/one_vs_two_ranks.sh gives loopback's, measured with both cores computing).
+// stop_vote: 05 posts a 4-byte all-reduce after every step, chapter 06's vote on stopping
+//   together (Note [Stopping together without a sync per step], common/slurm/stop_vote.cpp), and
+//   reads it a step later: it runs during the next forward. Hidden there, unless the all-reduces
+//   take their time from the compute (comm_on_compute_cores: the step pays all of it) or it
+//   outlasts forward (the step pays the rest). PyTorch's DDP has no such vote (the DGX-1 table).
 
 namespace {
 
@@ -297,6 +302,12 @@ StepResult simulate(const Profile& profile, const World& world, const Network& n
   const double copy_back = copy_s(total_bytes);
   r.ddp_overhead_s += copy_back;
   r.step_s = std::max(now, link_free) + copy_back + options.optimizer_s;
+  if (options.stop_vote) {  // posted after this step, run during the next one's forward
+    const CollectiveTime vote = allreduce(world, net, 4);
+    r.vote_s = vote.total(), r.vote_latency_s = vote.latency_s;
+    const double exposed = options.comm_on_compute_cores ? r.vote_s : std::max(0.0, r.vote_s - r.forward_s);
+    r.comm_s += r.vote_s, r.exposed_comm_s += exposed, r.step_s += exposed;
+  }
   r.overlap_share = r.comm_s > 0 ? std::max(0.0, 1 - r.exposed_comm_s / r.comm_s) : 0;  // not -0.0 from rounding
   r.efficiency = options.compute_s / r.step_s;
   return r;

@@ -65,6 +65,7 @@ struct Options {
   // What goes on the wire (Note [The wire and the cores]).
   bool fp16_hook = false;          // 05's --comm-hook fp16: each bucket all-reduced as float16
   bool comm_on_compute_cores = false;  // the all-reduce needs the cores backward computes on
+  bool stop_vote = false;  // 05's stop vote: a 4-byte all-reduce each step (Note [The wire and the cores])
 };
 
 // ---- the result ----
@@ -83,6 +84,8 @@ struct StepResult {
   double comm_s = 0;          // every all-reduce, end to end
   double exposed_comm_s = 0;  // the communication not hidden: left once backward has ended, or
                               // (comm_on_compute_cores) all of it
+  double vote_s = 0, vote_latency_s = 0;  // stop_vote: its all-reduce and that one's latency terms
+                                          // (in comm_s; in exposed_comm_s as far as exposed)
   double step_s = 0;
   double overlap_share = 0;   // 1 - exposed / comm (0 without communication)
   double efficiency = 0;      // compute_s / step_s: per GPU, against one GPU without DDP

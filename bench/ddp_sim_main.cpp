@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   double bucket_cap_mb = 25, first_bucket_mb = 1, per_param_us = 0, per_bucket_us = 0, copy_gb_per_s = 0;
   std::optional<double> compute_ms;  // required: no default to state
   int nodes = 1, gpus_per_node = 8;
-  bool first_iteration = false, one_bucket = false, on_compute_cores = false, timeline = false;
+  bool first_iteration = false, one_bucket = false, on_compute_cores = false, stop_vote = false, timeline = false;
   std::string comm_hook = "none";
   std::optional<double> measured_ms;
   app.add_option("--profile", profile_path, "The model's profile (JSON, bench/profile_model.py)");
@@ -85,6 +85,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"none", "fp16"}));
   app.add_flag("--comm-on-compute-cores", on_compute_cores,
                "Gloo on a CPU whose every core computes: the all-reduce cannot hide behind backward (Note [The wire and the cores])");
+  app.add_flag("--stop-vote", stop_vote, "05's stop vote: a 4-byte all-reduce after every step, run during the next forward "
+                                        "(Note [The wire and the cores]); PyTorch's DDP has none");
   app.add_option("--measured-ms", measured_ms, "A measured step to hold the prediction against: prints the error")
       ->check(ddp::finite_number())->check(CLI::PositiveNumber);
   app.add_option("--per-param-us", per_param_us, "DDP's cost per gradient's hook, us (Note [DDP's own costs])")
@@ -136,7 +138,7 @@ int main(int argc, char** argv) {
                   : bucketing == "pytorch-1.4"                      ? ddp::sim::Bucketing::pytorch_1_4
                                                                     : ddp::sim::Bucketing::rebuilt;
     o.per_param_s = per_param_us * 1e-6, o.per_bucket_s = per_bucket_us * 1e-6, o.copy_bytes_per_s = copy_gb_per_s * 1e9;
-    o.fp16_hook = comm_hook == "fp16", o.comm_on_compute_cores = on_compute_cores;
+    o.fp16_hook = comm_hook == "fp16", o.comm_on_compute_cores = on_compute_cores, o.stop_vote = stop_vote;
 
     const auto t0 = std::chrono::steady_clock::now();
     const ddp::sim::StepResult r = ddp::sim::simulate(profile, world, net, o);
@@ -171,10 +173,12 @@ int main(int argc, char** argv) {
     // 3. The step.
     double latency = 0;
     for (const auto& k : r.buckets) latency += k.latency_s;
+    latency += r.vote_latency_s;
     std::printf("step: %s\n", ms(r.step_s).c_str());
     std::printf("backward end: %s (forward, backward and DDP's hooks)\n", ms(r.backward_end_s).c_str());
     std::printf("all-reduce: %s in all (latency terms %s, bandwidth terms %s), exposed %s\n", ms(r.comm_s).c_str(), ms(latency).c_str(),
                 ms(r.comm_s - latency).c_str(), ms(r.exposed_comm_s).c_str());
+    if (o.stop_vote) std::printf("stop vote: %s (one all-reduce of 4 bytes; in the line above)\n", ms(r.vote_s).c_str());
     std::printf("overlap share: %.1f%% of the all-reduce hidden behind backward\n", r.overlap_share * 100);
     std::printf("DDP's own costs: %s (hooks, launches, copies)\n", ms(r.ddp_overhead_s).c_str());
     std::printf("scaling efficiency: %.1f%% (compute without DDP / step: per GPU, against one GPU without DDP)\n", r.efficiency * 100);

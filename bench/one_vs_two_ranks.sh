@@ -12,8 +12,9 @@
 # the all-reduce (a) cannot hide behind backward: ddp_sim --comm-on-compute-cores; and (b) runs
 # at the speed it has on busy cores, not alone: the sweep is measured while two single-rank
 # trainings keep both cores computing. The compute is a rank's step beside another rank's (two
-# single-rank runs at once: no DDP, both cores busy). Each input is measured without DDP; the
-# two-rank run is only what the prediction is held against.
+# single-rank runs at once: no DDP, both cores busy). (c) 05 all-reduces a 4-byte stop vote after
+# every step (ddp_sim --stop-vote), which on these cores costs a step its latency terms too.
+# Each input is measured without DDP; the two-rank run is only what the prediction is held against.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 quick=
@@ -42,10 +43,11 @@ flags() {  # flags <model> [steps]: 64 images per rank per step
 }
 
 # 1. The all-reduce of two ranks over loopback, fitted (alpha per ring step, beta per byte) into
-# ddp_sim's link: alone, and on busy cores. Each size the best of 3 rounds of 16 MiB: on idle
-# cores of a virtual machine one round can take several times another (a waking vCPU).
-sweep=(--max-bytes 8388608 --round-bytes 16777216 --rounds 3)
-[ -n "$quick" ] && sweep=(--max-bytes 2097152 --round-bytes 4194304 --rounds 2)
+# ddp_sim's link: alone, and on busy cores. Each size the mean of 3 rounds of 16 MiB, not the
+# best: a training meets each all-reduce as it comes, and on this virtual machine one round can
+# take several times another (a waking vCPU; 2 MiB took 0.5 ms at best, 1.9 to 2.8 ms on average).
+sweep=(--max-bytes 8388608 --round-bytes 16777216 --rounds 3 --count mean)
+[ -n "$quick" ] && sweep=(--max-bytes 2097152 --round-bytes 4194304 --rounds 2 --count mean)
 fit() {  # fit <name>: sweep, fit, and print "alpha_us gbps"
   rm -f "$out/allreduce-$1.csv"
   "$bin/02_spawn" --nproc-per-node 2 --timeout 120 -- "$bin/allreduce_bench" --csv "$out/allreduce-$1.csv" "${sweep[@]}" \
@@ -103,7 +105,7 @@ for model in mlp cnn; do
   alone_ms=$(awk -v r="$one" 'BEGIN { printf "%.3f", 64 / r * 1000 }')
   compute_ms=$(awk -v r="$busy" 'BEGIN { printf "%.3f", 64 / r * 1000 }')
   measured_ms=$(awk -v r="$two" 'BEGIN { printf "%.3f", 128 / r * 1000 }')
-  sim=("$bin/ddp_sim" --profiles-dir "$root/bench/profiles" --model "$model" --nodes 1 --gpus-per-node 2 --measured-ms "$measured_ms")
+  sim=("$bin/ddp_sim" --profiles-dir "$root/bench/profiles" --model "$model" --nodes 1 --gpus-per-node 2 --measured-ms "$measured_ms" --stop-vote)
   "${sim[@]}" --compute-ms "$compute_ms" --intra-gbps "$busy_gbps" --intra-latency-us "$busy_alpha" --comm-on-compute-cores > "$out/$model-sim-cpu.txt"
   "${sim[@]}" --compute-ms "$alone_ms" --intra-gbps "$alone_gbps" --intra-latency-us "$alone_alpha" > "$out/$model-sim-gpu.txt"
   echo "$model: 1 rank $one samples/s ($alone_ms ms a step; $compute_ms ms beside another rank's); 2 ranks $two samples/s" \

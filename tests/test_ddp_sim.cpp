@@ -161,6 +161,45 @@ TEST(DdpSim, AllReducesOnTheComputeCoresHideNothing) {
   for (const auto& b : r.buckets) EXPECT_DOUBLE_EQ(b.start_s, b.ready_s);  // nothing queued: backward waited
 }
 
+// --stop-vote (Note [The wire and the cores]): 05's 4-byte all-reduce after each step runs during
+// the next forward. On a GPU's own engines it hides there unless it outlasts forward; on the
+// compute cores the step pays all of it.
+TEST(DdpSim, TheStopVoteHidesBehindForwardUnlessItNeedsTheCores) {
+  const sim::Profile p = tiny();
+  const sim::World w{1, 2};
+  const sim::Network n = network(1e9, 1e9, 200e-6, 200e-6);
+  sim::Options o = compute(0.1);
+  const auto plain = sim::simulate(p, w, n, o);
+  EXPECT_EQ(plain.vote_s, 0);
+  o.stop_vote = true;
+  const auto voted = sim::simulate(p, w, n, o);
+  const double vote = 2 * 200e-6 + 4 / 1e9;  // ring(2, 4 B): 2 steps of 2 bytes at 1 GB/s
+  EXPECT_NEAR(voted.vote_s, vote, 1e-15);
+  EXPECT_NEAR(voted.vote_latency_s, 2 * 200e-6, 1e-18);
+  ASSERT_GT(voted.forward_s, vote);  // hidden behind forward: the step is unchanged
+  EXPECT_DOUBLE_EQ(voted.step_s, plain.step_s);
+  EXPECT_NEAR(voted.comm_s, plain.comm_s + vote, 1e-15);
+  EXPECT_DOUBLE_EQ(voted.exposed_comm_s, plain.exposed_comm_s);
+  o.comm_on_compute_cores = true;  // on the compute cores: all of it
+  o.stop_vote = false;
+  const auto cores = sim::simulate(p, w, n, o);
+  o.stop_vote = true;
+  const auto cores_voted = sim::simulate(p, w, n, o);
+  EXPECT_NEAR(cores_voted.step_s, cores.step_s + vote, 1e-15);
+  EXPECT_NEAR(cores_voted.exposed_comm_s, cores.exposed_comm_s + vote, 1e-15);
+  // A vote that outlasts forward: the step pays the rest.
+  o.comm_on_compute_cores = false;
+  const sim::Network slow = network(1e9, 1e9, 0.1, 0.1);
+  const auto long_vote = sim::simulate(p, w, slow, o);
+  o.stop_vote = false;
+  const auto no_vote = sim::simulate(p, w, slow, o);
+  ASSERT_LT(long_vote.forward_s, long_vote.vote_s);
+  EXPECT_NEAR(long_vote.step_s, no_vote.step_s + long_vote.vote_s - long_vote.forward_s, 1e-12);
+  // One rank: nothing to vote with.
+  o.stop_vote = true;
+  EXPECT_EQ(sim::simulate(p, {1, 1}, n, o).vote_s, 0);
+}
+
 TEST(DdpSim, RingAndHierarchicalAllReduceByHand) {
   // A ring over 8 ranks, 100 MB at 10 GB/s, 5 us a step: 14 steps of latency, 14/8 of the bytes.
   const auto t = sim::ring_allreduce(8, 100e6, {10e9, 5e-6});
@@ -288,11 +327,12 @@ TEST(DdpSim, TheToolPrintsTheStepAndRefusesBadFlagsWithExit2) {
   // --model finds tiny.json in --profiles-dir; the preset fills the network, --intra-gbps overrides it.
   const ProcResult ok = run_one({plus(base, {"--profiles-dir", dir, "--model", "tiny", "--preset", "dgx-v100", "--intra-gbps", "800",
                                              "--nodes", "128", "--gpus-per-node", "8", "--timeline", "--comm-hook", "fp16",
-                                             "--measured-ms", "20"})}, 30);
+                                             "--measured-ms", "20", "--stop-vote"})}, 30);
   ASSERT_EQ(ok.exit_code, 0) << ok.output;
   for (const char* line : {"step: ", "backward end: ", "all-reduce: ", "overlap share: ", "scaling efficiency: ", "dominant term: ",
                            "preset dgx-v100: ", "within a node 800 Gb/s, 5 us; between nodes 320 Gb/s, 10 us",
-                           "all-reduced as float16 (--comm-hook fp16)", "measured: 20.000 ms; predicted "}) {
+                           "all-reduced as float16 (--comm-hook fp16)", "measured: 20.000 ms; predicted ",
+                           "stop vote: 20.460 ms (one all-reduce of 4 bytes"}) {
     EXPECT_NE(ok.output.find(line), std::string::npos) << line << "\n" << ok.output;
   }
   const std::vector<std::pair<std::vector<std::string>, std::string>> refused{

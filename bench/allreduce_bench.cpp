@@ -45,19 +45,24 @@ namespace {
 // all-reduce MAX: a collective is as fast as its slowest rank. The best round of each counts
 // (the least disturbed), as nccl-tests reports the time after warm-up; or, with --count mean,
 // the mean of all rounds: what a training meets, where each all-reduce takes what it gets (on
-// this 2-core virtual machine 2 MiB between two ranks took 0.5 ms at best, 1.9 to 2.8 on average).
+// this 2-core virtual machine 2.1 MB between two ranks took 0.5 ms at best, 1.9 to 2.8 on average).
+// With --compute-between-ms, each all-reduce follows that long a compute (untimed), as in a
+// training step, where the all-reduce meets cores and caches the step has just used.
 std::pair<double, double> timed_round(ddp::Group& g, int iters, const std::function<void()>& plain,
-                                      const std::function<void()>& ours) {
+                                      const std::function<void()>& ours, const std::function<void()>& between) {
   using clock = std::chrono::steady_clock;
   g.pg->barrier()->wait();
   double sum_plain = 0, sum_ours = 0;
   for (int i = 0; i < iters; ++i) {
+    between();
     const auto t0 = clock::now();
     plain();
     const auto t1 = clock::now();
+    between();
+    const auto t2 = clock::now();
     ours();
     sum_plain += std::chrono::duration<double, std::micro>(t1 - t0).count();
-    sum_ours += std::chrono::duration<double, std::micro>(clock::now() - t1).count();
+    sum_ours += std::chrono::duration<double, std::micro>(clock::now() - t2).count();
   }
   std::vector<torch::Tensor> t{torch::tensor({sum_plain / iters, sum_ours / iters}, torch::kFloat64)};
   c10d::AllreduceOptions max_op;
@@ -92,6 +97,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"best", "mean"}));
   app.add_option("--round-bytes", round_bytes, "Bytes all-reduced per round and variant (at least 2 all-reduces): less on a slow link")
       ->check(CLI::Range(int64_t{4}, int64_t{1} << 34));
+  double between_ms = 0;
+  app.add_option("--compute-between-ms", between_ms, "Before each all-reduce, compute this long, untimed (a matmul of "
+                                                     "chapter 05's MLP's first layer, repeated): the all-reduce as a step meets it")
+      ->check(CLI::Range(0.0, 1000.0));
   app.add_option("--csv", csv, "Rank 0 appends 'world,bytes,plain_us,ours_us' lines here (ours: --versus's)");
   ddp::parse_flags(app, argc, argv);
 
@@ -114,6 +123,12 @@ int main(int argc, char** argv) {
       std::vector<torch::Tensor> t{torch::zeros({elements}, type)};
       // About --round-bytes moved per round and variant, at least 2 all-reduces: small sizes get many.
       const int iters = static_cast<int>(std::clamp<int64_t>(round_bytes / bytes, 2, 100));
+      // The compute between: a step's worth of matmuls at one thread, for between_ms of the clock.
+      const torch::Tensor x = torch::ones({64, 784}), w = torch::ones({784, 512});
+      const auto between = [&] {
+        const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(between_ms);
+        while (between_ms > 0 && std::chrono::steady_clock::now() < end) (void)torch::mm(x, w);
+      };
       g.pg->allreduce(t)->wait();  // warm-up: Gloo sets up the pairs' buffers for this size
       const bool best = count == "best";
       double plain = best ? 1e300 : 0, ours = best ? 1e300 : 0;
@@ -124,7 +139,7 @@ int main(int argc, char** argv) {
           } else {
             ddp::run(g, "all-reduce", "bench", bytes, [&] { return g.pg->allreduce(t); });
           }
-        });
+        }, between);
         if (best) plain = std::min(plain, p), ours = std::min(ours, o);
         else plain += p / rounds, ours += o / rounds;
       }

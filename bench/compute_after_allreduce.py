@@ -1,16 +1,18 @@
 #!/usr/bin/python3
 """Does an all-reduce slow the compute that follows it? Two ranks over loopback, one thread each.
 
-Each step computes forward and backward of chapter 05's MLP (784-512-256-10, 64 images), then
-either all-reduces its gradients (2.14 MB, flattened, Gloo) or only meets the other rank at a
-barrier (no bytes moved): the two ways alternate in rounds, and the compute is timed alone in
-both. On a GPU the two do not share anything but memory bandwidth; on a CPU the all-reduce's
-bytes pass through the same cores and caches the next step computes with
-(Note [Two ranks on two cores] in bench/one_vs_two_ranks.sh; bench/README.md says what it found).
+Each step computes forward and backward of one of chapter 05's models (the Python twins in
+tests/trainer_reference.py, 64 images), then either all-reduces its gradients (flattened, Gloo)
+or only meets the other rank at a barrier (no bytes moved): the two ways alternate in rounds,
+and the compute is timed alone in both. No DDP: what it measures is an input of ddp_sim's.
+On a GPU the two share only memory bandwidth; on a CPU the all-reduce's bytes pass through the
+same cores and caches the next step computes with (Note [Two ranks on two cores] in
+bench/one_vs_two_ranks.sh, which runs this; bench/README.md says what it found).
 
-Usage: bench/compute_after_allreduce.py [--steps 200] [--rounds 3]
+Usage: bench/compute_after_allreduce.py [--model mlp|cnn] [--steps 200] [--rounds 3]
 """
 import argparse
+import datetime
 import os
 import statistics
 import sys
@@ -22,13 +24,17 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
-def rank_main(rank, store, steps, rounds, results):
+MODELS = {"mlp": "Mlp", "cnn": "Cnn"}  # name -> class in tests/trainer_reference.py
+
+
+def rank_main(rank, store, name, steps, rounds, results):
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=2, timeout=__import__("datetime").timedelta(seconds=60))
+    dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=2, timeout=datetime.timedelta(seconds=60))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+    import trainer_reference  # the Python twins of 05_ddp/models.h
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(784, 512), torch.nn.ReLU(), torch.nn.Linear(512, 256), torch.nn.ReLU(),
-                                torch.nn.Linear(256, 10))
-    images, labels = torch.randn(64, 784), torch.randint(0, 10, (64,))
+    model = getattr(trainer_reference, MODELS[name])()
+    images, labels = torch.randn(64, 1, 28, 28), torch.randint(0, 10, (64,))
     flat = torch.zeros(sum(p.numel() for p in model.parameters()))
     times = {"barrier": [], "all-reduce": []}
     comm = []
@@ -55,16 +61,20 @@ def rank_main(rank, store, steps, rounds, results):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="mlp", help="mlp or cnn (default mlp)")
     parser.add_argument("--steps", type=int, default=200, help="steps per round (default 200)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of each way, alternating (default 3)")
     args = parser.parse_args()
+    if args.model not in MODELS:
+        print(f"compute_after_allreduce.py: --model {args.model}: mlp or cnn", file=sys.stderr)
+        return 2
     if args.steps < 20 or args.rounds < 1:
         print("compute_after_allreduce.py: --steps must be at least 20 and --rounds at least 1", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory() as tmp:
         ctx = mp.get_context("spawn")
         results = ctx.SimpleQueue()
-        procs = [ctx.Process(target=rank_main, args=(r, os.path.join(tmp, "store"), args.steps, args.rounds, results)) for r in range(2)]
+        procs = [ctx.Process(target=rank_main, args=(r, os.path.join(tmp, "store"), args.model, args.steps, args.rounds, results)) for r in range(2)]
         for p in procs:
             p.start()
         for p in procs:
@@ -78,7 +88,7 @@ def main():
         times, comm, nbytes = results.get()
     med = {way: statistics.median(t) for way, t in times.items()}
     for way, t in times.items():
-        print(f"rank 0, forward and backward after the {way:10s}: median {med[way]:.3f} ms, mean {statistics.mean(t):.3f} ms ({len(t)} steps)")
+        print(f"rank 0, {args.model} forward and backward after the {way:10s}: median {med[way]:.3f} ms, mean {statistics.mean(t):.3f} ms ({len(t)} steps)")
     print(f"rank 0, the all-reduce of {nbytes} bytes: median {statistics.median(comm):.3f} ms, mean {statistics.mean(comm):.3f} ms")
     print(f"compute after an all-reduce / after a barrier: {med['all-reduce'] / med['barrier']:.2f}x (medians)")
     return 0

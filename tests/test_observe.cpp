@@ -401,7 +401,7 @@ TEST(CostModel, OneAgainstTwoRanksMeasuredAndPredicted) {
   ProcSpec s{{DDP_SOURCE_DIR "/bench/one_vs_two_ranks.sh", "--quick", dir + "/two"}, {{"DDP_BUILD_DIR", DDP_BIN_DIR}}};
   const ProcResult r = run_one(s, 240);
   ASSERT_EQ(r.exit_code, 0) << tail(r.output);
-  EXPECT_NE(r.output.find("with both cores computing alpha "), std::string::npos) << tail(r.output);
+  EXPECT_NE(r.output.find("after 2 ms of computing alpha "), std::string::npos) << tail(r.output);
   const std::regex measured(R"((mlp|cnn): 1 rank ([0-9.]+) samples/s \(([0-9.]+) ms a step; ([0-9.]+) ms beside another rank's\); )"
                             R"(2 ranks ([0-9.]+) samples/s \(([0-9.]+) ms a step of 2 x 64\): ([0-9.]+)x one rank\n)"
                             R"(  ddp_sim, as on these cores [^:]*: ([0-9.]+) ms = (\d+) samples/s, ([0-9.]+)x one rank \(error ([-+0-9.]+)%\)\n)"
@@ -431,7 +431,7 @@ TEST(CostModel, OneAgainstTwoRanksMeasuredAndPredicted) {
 
 // bench/compute_after_allreduce.py, short: the MLP's compute timed after a barrier and after an
 // all-reduce of its gradients (their bytes, 2143272), and the ratio it prints is of the medians it
-// prints; bad flags exit 2. (What the ratio is on this machine is the benchmark's business.)
+// prints; bad flags and an unknown model exit 2. (What the ratio is here is the benchmark's business.)
 TEST(CostModel, OneAgainstTwoRanksComputeAfterAllReduce) {
 #ifndef DDP_REFERENCE_PYTHON
   GTEST_SKIP() << "no Python with PyTorch configured (DDP_REFERENCE_PYTHON): bench/compute_after_allreduce.py not run";
@@ -453,6 +453,9 @@ TEST(CostModel, OneAgainstTwoRanksComputeAfterAllReduce) {
   const ProcResult bad = run_one({{DDP_REFERENCE_PYTHON, script, "--steps", "5"}}, 60);
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("--steps must be at least 20"), std::string::npos) << bad.output;
+  const ProcResult unknown = run_one({{DDP_REFERENCE_PYTHON, script, "--model", "resnet50"}}, 60);
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
+  EXPECT_NE(unknown.output.find("--model resnet50: mlp or cnn"), std::string::npos) << unknown.output;
 #endif
 }
 

@@ -4,10 +4,10 @@
 Each step computes forward and backward of one of chapter 05's models (the Python twins in
 tests/trainer_reference.py, 64 images), then either all-reduces its gradients (flattened, Gloo)
 or only meets the other rank at a barrier (no bytes moved): the two ways alternate in rounds,
-and the compute is timed alone in both. No DDP: what it measures is an input of ddp_sim's.
-On a GPU the two share only memory bandwidth; on a CPU the all-reduce's bytes pass through the
-same cores and caches the next step computes with (Note [Two ranks on two cores] in
-bench/one_vs_two_ranks.sh, which runs this; bench/README.md says what it found).
+and the compute is timed alone in both. No DDP. On a GPU the two share only memory bandwidth;
+on a CPU the all-reduce's bytes pass through the same cores and caches the next step computes
+with. ddp_sim leaves this out (Note [Two ranks on two cores] in bench/one_vs_two_ranks.sh names
+it); bench/README.md reports it beside the simulator's predictions.
 
 Usage: bench/compute_after_allreduce.py [--model mlp|cnn] [--steps 200] [--rounds 3]
 """

@@ -75,7 +75,7 @@ namespace ddp::sim {
 //   compute (two ranks of one thread each on a 2-core laptop), the all-reduce gets no core of
 //   its own: it takes its time from the compute instead of hiding behind it. Modelled as the
 //   extreme: each all-reduce stops backward for its whole duration (exposed = all of it), at the
-//   link given (bench/one_vs_two_ranks.sh gives loopback's, measured with both cores computing).
+//   link given (bench/one_vs_two_ranks.sh gives loopback's, measured right after a compute).
 // stop_vote: 05 posts a 4-byte all-reduce after every step, chapter 06's vote on stopping
 //   together (Note [Stopping together without a sync per step], common/slurm/stop_vote.cpp), and
 //   reads it a step later: it runs during the next forward. Hidden there, unless the all-reduces

@@ -12,8 +12,8 @@
 # the all-reduce (a) cannot hide behind backward: ddp_sim --comm-on-compute-cores; and (b) costs
 # what it costs as a step meets it, right after its rank computed: the sweep puts 2 ms of
 # computing (a matmul, allreduce_bench --compute-between-ms) before each all-reduce, and keeps the
-# mean of its rounds, not the best. On this virtual machine that triples the per-step latency
-# (alpha 0.8 to 0.9 ms against 0.2 back to back) and fits the sizes better. The compute is a
+# mean of its rounds, not the best. On this virtual machine that raises the per-step latency
+# severalfold (alpha 0.8 to 0.9 ms against 0.2 to 0.35 back to back) and fits the sizes better. The compute is a
 # rank's step beside another rank's (two single-rank runs at once: no DDP, both cores busy).
 # (c) 05 all-reduces a 4-byte stop vote after every step (ddp_sim --stop-vote), which on these
 # cores the step pays in full (the model's extreme: its latency might hide behind forward).
@@ -41,9 +41,9 @@ trainer() {  # trainer <log> <05_ddp flags...>: one thread per rank (05 gives ea
   OMP_NUM_THREADS=1 "$bin/05_ddp" "$@" > "$log" 2>&1 || { cat "$log"; return 1; }
   [ -n "$(rate "$log")" ] || { echo "no throughput line in $log" >&2; cat "$log" >&2; return 1; }
 }
-flags() {  # flags <model> [steps]: 64 images per rank per step
-  local steps=${2:-$([ "$1" = mlp ] && echo 300 || echo 60)}
-  [ -n "$quick" ] && [ -z "${2:-}" ] && steps=$([ "$1" = mlp ] && echo 40 || echo 8)
+flags() {  # flags <model>: 64 images per rank per step
+  local steps=$([ "$1" = mlp ] && echo 300 || echo 60)
+  [ -n "$quick" ] && steps=$([ "$1" = mlp ] && echo 40 || echo 8)
   echo --model "$1" --max-steps "$steps" --log-every 100000 --reset --timeout 120 --test-samples 200 ${quick:+--train-samples 4000}
 }
 

@@ -117,20 +117,20 @@ int main(int argc, char** argv) {
     }
     const bool ring = versus == "ring";
     std::vector<ddp::cost::Point> c10d_points, ring_points;
+    const bool best = count == "best";
+    // The compute between: a step's worth of matmuls at one thread, for between_ms of the clock.
+    const torch::Tensor x = torch::ones({64, 784}), w = torch::ones({784, 512});
+    const auto between = [&] {
+      const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(between_ms);
+      while (between_ms > 0 && std::chrono::steady_clock::now() < end) (void)torch::mm(x, w);
+    };
     for (int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= factor) {
       const auto type = dtype == "float32" ? torch::kFloat32 : dtype == "float16" ? torch::kHalf : torch::kBFloat16;
       const int64_t elements = std::max<int64_t>(1, bytes / torch::elementSize(type));
       std::vector<torch::Tensor> t{torch::zeros({elements}, type)};
       // About --round-bytes moved per round and variant, at least 2 all-reduces: small sizes get many.
       const int iters = static_cast<int>(std::clamp<int64_t>(round_bytes / bytes, 2, 100));
-      // The compute between: a step's worth of matmuls at one thread, for between_ms of the clock.
-      const torch::Tensor x = torch::ones({64, 784}), w = torch::ones({784, 512});
-      const auto between = [&] {
-        const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(between_ms);
-        while (between_ms > 0 && std::chrono::steady_clock::now() < end) (void)torch::mm(x, w);
-      };
       g.pg->allreduce(t)->wait();  // warm-up: Gloo sets up the pairs' buffers for this size
-      const bool best = count == "best";
       double plain = best ? 1e300 : 0, ours = best ? 1e300 : 0;
       for (int r = 0; r < rounds; ++r) {
         const auto [p, o] = timed_round(g, iters, [&] { g.pg->allreduce(t)->wait(); }, [&] {

@@ -9,7 +9,7 @@ on a CPU the all-reduce's bytes pass through the same cores and caches the next 
 with. ddp_sim leaves this out (Note [Two ranks on two cores] in bench/one_vs_two_ranks.sh names
 it); bench/README.md reports it beside the simulator's predictions.
 
-Usage: bench/compute_after_allreduce.py [--model mlp|cnn] [--steps 200] [--rounds 3]
+Usage: bench/compute_after_allreduce.py [--model mlp|cnn|cnn_bn] [--steps 200] [--rounds 3]
 """
 import argparse
 import datetime
@@ -24,16 +24,14 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
-MODELS = {"mlp": "Mlp", "cnn": "Cnn"}  # name -> class in tests/trainer_reference.py
+from profile_model import COURSE_MODELS, build  # the course's models, as its profiles are written from
 
 
 def rank_main(rank, store, name, steps, rounds, results):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=2, timeout=datetime.timedelta(seconds=60))
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-    import trainer_reference  # the Python twins of 05_ddp/models.h
     torch.manual_seed(0)
-    model = getattr(trainer_reference, MODELS[name])()
+    model = build(name)[0]
     images, labels = torch.randn(64, 1, 28, 28), torch.randint(0, 10, (64,))
     flat = torch.zeros(sum(p.numel() for p in model.parameters()))
     times = {"barrier": [], "all-reduce": []}
@@ -61,12 +59,13 @@ def rank_main(rank, store, name, steps, rounds, results):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="mlp", help="mlp or cnn (default mlp)")
+    parser.add_argument("--model", default="mlp", help=f"one of the course's models, {', '.join(COURSE_MODELS)} (default mlp)")
     parser.add_argument("--steps", type=int, default=200, help="steps per round (default 200)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of each way, alternating (default 3)")
     args = parser.parse_args()
-    if args.model not in MODELS:
-        print(f"compute_after_allreduce.py: --model {args.model}: mlp or cnn", file=sys.stderr)
+    if args.model not in COURSE_MODELS:
+        print(f"compute_after_allreduce.py: --model {args.model}: one of the course's models, {', '.join(COURSE_MODELS)}",
+              file=sys.stderr)
         return 2
     if args.steps < 20 or args.rounds < 1:
         print("compute_after_allreduce.py: --steps must be at least 20 and --rounds at least 1", file=sys.stderr)

@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -422,8 +421,7 @@ TEST(CostModel, OneAgainstTwoRanksMeasuredAndPredicted) {
   }
   EXPECT_EQ(models, 2) << tail(r.output);
   for (const char* model : {"mlp", "cnn"}) {  // 05 votes on stopping after every step: so does the prediction
-    std::ifstream f(dir + "/two/" + model + "-sim-cpu.txt");
-    const std::string sim((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const std::string sim = read_text(dir + "/two/" + model + "-sim-cpu.txt");
     EXPECT_NE(sim.find("stop vote: "), std::string::npos) << model << "\n" << sim;
   }
   std::system(("rm -rf " + dir).c_str());
@@ -455,7 +453,7 @@ TEST(CostModel, OneAgainstTwoRanksComputeAfterAllReduce) {
   EXPECT_NE(bad.output.find("--steps must be at least 20"), std::string::npos) << bad.output;
   const ProcResult unknown = run_one({{DDP_REFERENCE_PYTHON, script, "--model", "resnet50"}}, 60);
   EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
-  EXPECT_NE(unknown.output.find("--model resnet50: mlp or cnn"), std::string::npos) << unknown.output;
+  EXPECT_NE(unknown.output.find("--model resnet50: one of the course's models, mlp, cnn, cnn_bn"), std::string::npos) << unknown.output;
 #endif
 }
 

@@ -73,7 +73,8 @@ if [ -n "$link" ]; then
   "$bin/cost_model" --csv "$out/allreduce.csv" --csv-fp16 "$out/allreduce-fp16.csv" --link "$link" --trace "$out/trace.json" \
     --compare "$(IFS=,; echo "${compare[*]}")" "$@" | tee "$out/model.txt"
   # The same steps from bench/ddp_sim: the CNN's profile (not the trace's gradients), the link's
-  # configured rate, the alpha fitted above, and the compute the trace measured. The fp16 hook's
+  # configured rate, the alpha fitted above, and the compute the trace measured, its backward
+  # part as measured too (on these cores about the forward's, not the twice its FLOPs say). The fp16 hook's
   # all-reduce at the float16 sweep's fit instead: Gloo sums float16 on the CPU, more slowly per
   # byte than float32, and at 1 Gbit/s more slowly than the wire carries it.
   alpha_us=$(sed -n 's/^fitted ring model: alpha = \([0-9.]*\) us.*/\1/p' "$out/model.txt")
@@ -93,7 +94,7 @@ if [ -n "$link" ]; then
       fp16) extra=(--comm-hook fp16) net=(--inter-gbps "$gbps16" --inter-latency-us "$alpha16_us") ;;
     esac
     "$bin/ddp_sim" --profiles-dir "$root/bench/profiles" --model cnn --nodes 2 --gpus-per-node 1 "${net[@]}" \
-      --compute-ms "$compute_ms" --optimizer-ms "$opt" \
+      --compute-ms "$compute_ms" --optimizer-ms "$opt" --backward-ms "$bwd" \
       --measured-ms "$ms" "${extra[@]}" > "$out/sim-$variant.txt"
     echo "$variant: $(grep '^measured: ' "$out/sim-$variant.txt"); $(grep '^overlap share' "$out/sim-$variant.txt")"
   done

@@ -31,7 +31,9 @@ namespace ddp::sim {
 // "no ddp" column, or a run measured here), not FLOPs times a peak rate: the profile's FLOPs only
 // say how that time divides. optimizer_s (default 0) is taken off first: it runs after the
 // all-reduces. The rest is forward and backward in proportion to the sums of forward_flops and
-// backward_flops over the layers, and backward's share is divided among the layers by their
+// backward_flops over the layers, unless backward's part was measured too (backward_s, from a
+// trace: on this course's 2-core machine the CNN's backward takes about as long as its forward,
+// not the twice its FLOPs say), and backward's share is divided among the layers by their
 // backward_flops; a layer's backward time is its share, whatever its kind (a memory-bound
 // BatchNorm gets less time than it takes, a matmul more: the profile cannot say better).
 // Backward runs the layers in reverse forward order; a parameter's gradient is ready when its
@@ -243,6 +245,9 @@ StepResult simulate(const Profile& profile, const World& world, const Network& n
   if (!(options.optimizer_s >= 0 && options.optimizer_s < options.compute_s)) {
     throw std::invalid_argument("the optimizer time must be >= 0 and less than the compute time");
   }
+  if (!(options.backward_s >= 0 && options.backward_s < options.compute_s - options.optimizer_s)) {
+    throw std::invalid_argument("the backward time must be >= 0 and less than the compute time without the optimizer");
+  }
   if (options.bucket_cap_bytes == 0 || options.first_bucket_bytes == 0) throw std::invalid_argument("bucket limits must be > 0");
   if (!(options.per_param_s >= 0 && options.per_bucket_s >= 0 && options.copy_bytes_per_s >= 0)) {
     throw std::invalid_argument("DDP's costs must be >= 0");
@@ -256,7 +261,7 @@ StepResult simulate(const Profile& profile, const World& world, const Network& n
   if (!(forward_flops + backward_flops > 0)) throw std::invalid_argument("the profile has no FLOPs");
   StepResult r;
   const double passes = options.compute_s - options.optimizer_s;
-  r.forward_s = passes * forward_flops / (forward_flops + backward_flops);
+  r.forward_s = options.backward_s > 0 ? passes - options.backward_s : passes * forward_flops / (forward_flops + backward_flops);
   r.backward_compute_s = passes - r.forward_s;
   const auto copy_s = [&](double bytes) { return options.copy_bytes_per_s > 0 ? bytes / options.copy_bytes_per_s : 0.0; };
 

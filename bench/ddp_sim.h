@@ -55,6 +55,7 @@ enum class Bucketing { rebuilt, first_iteration, pytorch_1_4 };
 struct Options {
   double compute_s = 0;    // one step without DDP on one GPU: forward, backward and optimizer
   double optimizer_s = 0;  // the part of compute_s after backward (Note [Splitting the compute])
+  double backward_s = 0;   // the part of compute_s that is backward, measured; 0: the FLOPs' share
   size_t bucket_cap_bytes = 25 * kMiB;   // 05's --bucket-cap-mb, PyTorch's bucket_cap_mb
   size_t first_bucket_bytes = 1 * kMiB;  // PyTorch's dist._DEFAULT_FIRST_BUCKET_BYTES
   Bucketing bucketing = Bucketing::rebuilt;

@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   CLI::App app{"ddp_sim: one DDP step simulated at any scale (bench/ddp_sim.cpp)"};
   ddp::show_true_defaults(app);  // Note [Help that tells the truth]
   std::string profile_path, model, profiles_dir, preset, table, algorithm = "ring", bucketing = "rebuilt";
-  double optimizer_ms = 0, intra_gbps = 100, inter_gbps = 25, intra_latency_us = 5, inter_latency_us = 10;
+  double optimizer_ms = 0, backward_ms = 0, intra_gbps = 100, inter_gbps = 25, intra_latency_us = 5, inter_latency_us = 10;
   double bucket_cap_mb = 25, first_bucket_mb = 1, per_param_us = 0, per_bucket_us = 0, copy_gb_per_s = 0;
   std::optional<double> compute_ms;  // required: no default to state
   int nodes = 1, gpus_per_node = 8;
@@ -61,6 +61,8 @@ int main(int argc, char** argv) {
   app.add_option("--compute-ms", compute_ms, "One step without DDP on one GPU: forward, backward, optimizer (required)")
       ->check(ddp::finite_number())->check(CLI::PositiveNumber);
   app.add_option("--optimizer-ms", optimizer_ms, "The part of --compute-ms after backward (runs after the all-reduces)")
+      ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
+  app.add_option("--backward-ms", backward_ms, "The part of --compute-ms that is backward, measured (e.g. from 05's --trace); 0: the profile's FLOPs split it")
       ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
   app.add_option("--nodes", nodes, "Nodes")->check(CLI::PositiveNumber);
   app.add_option("--gpus-per-node", gpus_per_node, "GPUs (ranks) per node")->check(CLI::PositiveNumber);
@@ -124,13 +126,14 @@ int main(int argc, char** argv) {
       throw ddp::UsageError(std::string("--profile ") + e.what());
     }
     if (optimizer_ms >= *compute_ms) throw ddp::UsageError("--optimizer-ms must be less than --compute-ms");
+    if (backward_ms >= *compute_ms - optimizer_ms) throw ddp::UsageError("--backward-ms must be less than --compute-ms minus --optimizer-ms");
     const ddp::sim::World world{nodes, gpus_per_node};
     ddp::sim::Network net;
     net.intra = {intra_gbps * 1e9 / 8, intra_latency_us * 1e-6};
     net.inter = {inter_gbps * 1e9 / 8, inter_latency_us * 1e-6};
     net.algorithm = algorithm == "hierarchical" ? ddp::sim::Algorithm::hierarchical : ddp::sim::Algorithm::ring;
     ddp::sim::Options o;
-    o.compute_s = *compute_ms / 1e3, o.optimizer_s = optimizer_ms / 1e3;
+    o.compute_s = *compute_ms / 1e3, o.optimizer_s = optimizer_ms / 1e3, o.backward_s = backward_ms / 1e3;
     o.bucket_cap_bytes = static_cast<size_t>(bucket_cap_mb * ddp::sim::kMiB);
     o.first_bucket_bytes = static_cast<size_t>(first_bucket_mb * ddp::sim::kMiB);
     if (o.bucket_cap_bytes == 0 || o.first_bucket_bytes == 0) throw ddp::UsageError("--bucket-cap-mb and --first-bucket-mb: at least one byte");
@@ -155,8 +158,9 @@ int main(int argc, char** argv) {
     std::printf("buckets: %s; first %g MiB, cap %g MiB: %zu bucket(s)%s\n", bucketing_name(o.bucketing), first_bucket_mb, bucket_cap_mb,
                 r.buckets.size(), o.fp16_hook ? ", all-reduced as float16 (--comm-hook fp16)" : "");
     if (o.comm_on_compute_cores) std::printf("the all-reduces take their time from the compute (--comm-on-compute-cores): no overlap\n");
-    std::printf("compute without DDP (given): %s = forward %s + backward %s + optimizer %s (split by the profile's FLOPs)\n",
-                ms(o.compute_s).c_str(), ms(r.forward_s).c_str(), ms(r.backward_compute_s).c_str(), ms(o.optimizer_s).c_str());
+    std::printf("compute without DDP (given): %s = forward %s + backward %s + optimizer %s (%s)\n", ms(o.compute_s).c_str(),
+                ms(r.forward_s).c_str(), ms(r.backward_compute_s).c_str(), ms(o.optimizer_s).c_str(),
+                o.backward_s > 0 ? "backward given; the profile's FLOPs divide it" : "split by the profile's FLOPs");
 
     // 2. The buckets, one by one.
     if (timeline) {

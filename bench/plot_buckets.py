@@ -12,7 +12,6 @@ registration order, launched reversed), and today's (rebuilt in the order gradie
 ready, PyTorch >= 1.5 and chapter 05), at 16 GPUs, where its cap matters most. The PNG carries
 the sha256 of every ddp_sim output it was drawn from (Note [Pictures that carry their inputs]).
 """
-import argparse
 import json
 import os
 import re
@@ -46,11 +45,7 @@ def table_inputs(table):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--ddp-sim", default=plotting.DDP_SIM)
-    ap.add_argument("--dump-drawn")
-    a = ap.parse_args()
+    a = plotting.arguments(__doc__).parse_args()
     table = plotting.ddp_sim(["--table", "pytorch-dgx1"], a.ddp_sim)
     models = table_inputs(table)
 

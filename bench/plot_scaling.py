@@ -8,7 +8,6 @@ Usage: bench/plot_scaling.py --out runs/pictures/scaling_dgx1.png [--ddp-sim bui
 The PNG carries the sha256 of the table's text (Note [Pictures that carry their inputs] in
 bench/plotting.py).
 """
-import argparse
 import re
 
 import plotting
@@ -36,11 +35,7 @@ def parse_table(text):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--ddp-sim", default=plotting.DDP_SIM)
-    ap.add_argument("--dump-drawn")
-    a = ap.parse_args()
+    a = plotting.arguments(__doc__).parse_args()
     text = plotting.ddp_sim(["--table", "pytorch-dgx1"], a.ddp_sim)
     models = parse_table(text)
 

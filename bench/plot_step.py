@@ -13,7 +13,6 @@ The step drawn is rank 0's median step by duration, leaving out the first (one b
 rebuilt: Note [Rebuilding the buckets]). The PNG carries the sha256 of the trace and of ddp_sim's
 output (Note [Pictures that carry their inputs] in bench/plotting.py).
 """
-import argparse
 import json
 import os
 import re
@@ -127,12 +126,9 @@ def hidden_share(step):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = plotting.arguments(__doc__)
     ap.add_argument("--trace", required=True)
-    ap.add_argument("--out", required=True)
     ap.add_argument("--profile", default=os.path.join(plotting.ROOT, "bench", "profiles", "cnn.json"))
-    ap.add_argument("--ddp-sim", default=plotting.DDP_SIM)
-    ap.add_argument("--dump-drawn")
     a = ap.parse_args()
     trace_bytes, events = read_events(a.trace)
     with open(a.profile) as f:
@@ -145,11 +141,15 @@ def main():
         for _, param, nbytes in steps[r][number]["ready"]:
             assert profile["parameters"][param]["bytes"] == nbytes, f"the trace's gradient {param} is not {a.profile}'s"
 
-    # 1. The simulator, fed this step's compute on rank 0 and the link the trace measured.
-    compute_ms = (s0["forward"][1] - s0["forward"][0] + s0["computed"] - s0["backward"][0] + s0["optimizer"][1] - s0["optimizer"][0]) / 1e3
+    # 1. The simulator, fed this step's compute on rank 0 (its forward, backward and optimizer as
+    # measured: the profile's FLOPs only divide backward among the layers) and the link the trace
+    # measured.
+    backward_ms = (s0["computed"] - s0["backward"][0]) / 1e3
     optimizer_ms = (s0["optimizer"][1] - s0["optimizer"][0]) / 1e3
+    compute_ms = (s0["forward"][1] - s0["forward"][0]) / 1e3 + backward_ms + optimizer_ms
     gbps, alpha_us = link_of(steps)
-    sim_args = ["--profile", a.profile, "--compute-ms", f"{compute_ms:.3f}", "--optimizer-ms", f"{optimizer_ms:.3f}", "--nodes", "1",
+    sim_args = ["--profile", a.profile, "--compute-ms", f"{compute_ms:.3f}", "--optimizer-ms", f"{optimizer_ms:.3f}",
+                "--backward-ms", f"{backward_ms:.3f}", "--nodes", "1",
                 "--gpus-per-node", str(len(ranks)), "--intra-gbps", f"{gbps:.4g}", "--intra-latency-us", f"{alpha_us:.4g}", "--timeline"]
     sim_text = plotting.ddp_sim(sim_args, a.ddp_sim)
     print("the simulated step below the measured one: ddp_sim " + " ".join(sim_args))  # to run it yourself

@@ -9,6 +9,7 @@ trace file's bytes, ddp_sim's printed text. tests/pictures_test.py recomputes th
 compares. The PNG is otherwise deterministic (fixed size and dpi, Agg, no "Software" chunk and no
 timestamp), so drawing it twice from the same inputs gives the same bytes.
 """
+import argparse
 import hashlib
 import json
 import os
@@ -27,6 +28,16 @@ DPI = 100
 # One colour per kind of thing, the same in every picture.
 COLOURS = {"forward": "#9ecae1", "backward": "#3182bd", "optimizer": "#31a354", "exposed": "#de2d26",
            "buckets": ["#fd8d3c", "#8856a7", "#e7ba52", "#636363"], "predicted": "#3182bd", "published": "#000000"}
+
+
+def arguments(doc):
+    """The flags every bench/plot_*.py takes (a script adds its own): --out, the PNG; --ddp-sim,
+    which simulator; --dump-drawn, a JSON of what was drawn (tests/pictures_test.py reads it)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--ddp-sim", default=DDP_SIM)
+    ap.add_argument("--dump-drawn")
+    return ap
 
 
 def sha256(data):

@@ -266,6 +266,22 @@ TEST(DdpSim, TheTimelineOfTwoBucketsByHand) {
   EXPECT_NEAR(slow.step_s, 11e-3 + (b0 + b1) / 0.5e9, 1e-15);
 }
 
+// A measured backward (--backward-ms) sets the split; the FLOPs still divide it among the layers.
+// The same 14 ms with backward given as 6 ms: forward 8 ms, then fc2 and fc1 take 6 * 6/9 = 4 ms.
+TEST(DdpSim, AMeasuredBackwardSplitsTheComputeAndTheFlopsDivideIt) {
+  const sim::Profile p = tiny();
+  sim::Options o = compute(14e-3);
+  o.backward_s = 6e-3;
+  const auto r = sim::simulate(p, {1, 2}, network(1e9, 1e9, 0, 0), o);
+  EXPECT_NEAR(r.forward_s, 8e-3, 1e-15);
+  EXPECT_NEAR(r.backward_compute_s, 6e-3, 1e-15);
+  ASSERT_EQ(r.buckets.size(), 2u);
+  EXPECT_NEAR(r.buckets[0].ready_s, 12e-3, 1e-15);
+  EXPECT_NEAR(r.buckets[1].ready_s, 14e-3, 1e-15);
+  o.optimizer_s = 8e-3;  // forward and backward have 6 ms between them: backward cannot take all
+  EXPECT_THROW(sim::simulate(p, {1, 2}, network(1e9, 1e9, 0, 0), o), std::invalid_argument);
+}
+
 TEST(DdpSim, DeterministicAndFastAt1024Gpus) {
   // A model of 320 parameters over 160 layers (a ResNet's count), at 128 nodes x 8 GPUs.
   nlohmann::json j = {{"model", "many"}};
@@ -340,7 +356,8 @@ TEST(DdpSim, TheToolPrintsTheStepAndRefusesBadFlagsWithExit2) {
       {{"--inter-gbps", "-1"}, "--inter-gbps"},        {{"--algorithm", "tree"}, "--algorithm"},
       {{"--profile", dir + "/none.json"}, "--profile"}, {{"--profile", bad}, "--profile"},
       {{"--preset", "dgx-x"}, "dgx-v100, a100-8, h100-8"}, {{"--model", "nosuch", "--profiles-dir", dir}, "--model nosuch"},
-      {{"--comm-hook", "fp32"}, "--comm-hook"},        {{"--measured-ms", "0"}, "--measured-ms"}};
+      {{"--comm-hook", "fp32"}, "--comm-hook"},        {{"--measured-ms", "0"}, "--measured-ms"},
+      {{"--backward-ms", "14"}, "--backward-ms"},      {{"--backward-ms", "-1"}, "--backward-ms"}};
   for (const auto& [flags, named] : refused) {
     const bool own = flags[0] == "--profile" || flags[0] == "--model";
     const std::vector<std::string> profile = own ? std::vector<std::string>{} : std::vector<std::string>{"--profile", good};

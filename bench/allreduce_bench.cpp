@@ -23,6 +23,8 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <stdexcept>
+#include <string>
 
 #include "common/basics/cli.h"
 #include "common/basics/failure.h"
@@ -48,6 +50,19 @@ namespace {
 // this 2-core virtual machine 2.1 MB between two ranks took 0.5 ms at best, 1.9 to 2.8 on average).
 // With --compute-between-ms, each all-reduce follows that long a compute (untimed), as in a
 // training step, where the all-reduce meets cores and caches the step has just used.
+//
+// Note [What is summed]
+// By default each buffer holds zeros: they stay zeros however often they are summed, and summing
+// float32 costs the same whatever the values (3.3 MB between two hosts at 1 Gbit/s: 27.7 to 28.3
+// ms for zeros, 27.7 to 28.5 for random normal values; 2026-11-26). Float16 does not: Gloo sums
+// it element by element through conversions whose cost depends on the value, slowest for
+// float16's subnormals (below 6.1e-5). 1.65 MB took 14.5 to 15.9 ms as zeros, 17.0 to 18.4 as
+// normal values of standard deviation 1e-2, 19.4 to 19.8 at 5e-4 and 2e-4, 21.3 to 23.8 at 1e-4.
+// In a step (05 --comm-hook fp16 --one-bucket, after backward) the same 1.65 MB took 19.4 to 19.8 ms. --values gradients fills
+// each rank's buffer with normal values of standard deviation 5e-4, the CNN's first gradients as
+// --comm-hook fp16 sends them at world 2 (their standard deviation 1.1e-3, halved; Python's Cnn
+// on Fashion-MNIST), a seed per rank, and puts them back before every all-reduce, untimed (summed
+// in place, they would grow by the world size each time, and float16 would overflow).
 std::pair<double, double> timed_round(ddp::Group& g, int iters, const std::function<void()>& plain,
                                       const std::function<void()>& ours, const std::function<void()>& between) {
   using clock = std::chrono::steady_clock;
@@ -97,6 +112,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"best", "mean"}));
   app.add_option("--round-bytes", round_bytes, "Bytes all-reduced per round and variant (at least 2 all-reduces): less on a slow link")
       ->check(CLI::Range(int64_t{4}, int64_t{1} << 34));
+  std::string values = "zeros";
+  app.add_option("--values", values, "What each buffer holds: zeros, or gradients (normal values of a gradient's size, put back "
+                                     "before each all-reduce: Note [What is summed])")
+      ->check(CLI::IsMember({"zeros", "gradients"}));
   double between_ms = 0;
   app.add_option("--compute-between-ms", between_ms, "Before each all-reduce, compute this long, untimed (a matmul of "
                                                      "chapter 05's MLP's first layer, repeated): the all-reduce as a step meets it")
@@ -120,14 +139,23 @@ int main(int argc, char** argv) {
     const bool best = count == "best";
     // The compute between: a step's worth of matmuls at one thread, for between_ms of the clock.
     const torch::Tensor x = torch::ones({64, 784}), w = torch::ones({784, 512});
+    torch::Tensor gradients;  // --values gradients: what each all-reduce starts from
+    std::vector<torch::Tensor> t;
     const auto between = [&] {
+      if (gradients.defined()) t[0].copy_(gradients);
       const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(between_ms);
       while (between_ms > 0 && std::chrono::steady_clock::now() < end) (void)torch::mm(x, w);
     };
     for (int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= factor) {
       const auto type = dtype == "float32" ? torch::kFloat32 : dtype == "float16" ? torch::kHalf : torch::kBFloat16;
       const int64_t elements = std::max<int64_t>(1, bytes / torch::elementSize(type));
-      std::vector<torch::Tensor> t{torch::zeros({elements}, type)};
+      // Rank r's values: a seed of its own (Note [What is summed]).
+      const auto values_of = [&](int r) {
+        torch::manual_seed(static_cast<uint64_t>(r) + 1);
+        return (torch::randn({elements}) * 5e-4).to(type);
+      };
+      if (values == "gradients") gradients = values_of(g.rank());
+      t = {gradients.defined() ? gradients.clone() : torch::zeros({elements}, type)};
       // About --round-bytes moved per round and variant, at least 2 all-reduces: small sizes get many.
       const int iters = static_cast<int>(std::clamp<int64_t>(round_bytes / bytes, 2, 100));
       g.pg->allreduce(t)->wait();  // warm-up: Gloo sets up the pairs' buffers for this size
@@ -142,6 +170,14 @@ int main(int argc, char** argv) {
         }, between);
         if (best) plain = std::min(plain, p), ours = std::min(ours, o);
         else plain += p / rounds, ours += o / rounds;
+      }
+      if (gradients.defined()) {  // the last all-reduce summed what every rank put back: check it
+        torch::Tensor sum = torch::zeros({elements});
+        for (int r = 0; r < g.size(); ++r) sum += values_of(r).to(torch::kFloat32);
+        if (!torch::allclose(t[0].to(torch::kFloat32), sum, 1e-2, 1e-6)) {
+          throw std::runtime_error("rank " + std::to_string(g.rank()) + ": the all-reduce of " + std::to_string(bytes) +
+                                   " B is not the sum of the ranks' values");
+        }
       }
       char line[200];
       if (ring) {
@@ -172,6 +208,7 @@ int main(int argc, char** argv) {
         ddp::log0(line);
       }
     }
+    if (gradients.defined()) ddp::log0("--values gradients: each size's result was the sum of every rank's values");
     g.pg->barrier()->wait();
     return ddp::kExitOk;
   });

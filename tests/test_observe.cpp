@@ -363,6 +363,21 @@ TEST(CostModel, OnAKnownLinkTheFitIsComparedWithTheRateAndVariantsWithTheirMeasu
   std::system(("rm -rf " + dir).c_str());
 }
 
+// allreduce_bench --values gradients (Note [What is summed]): each rank's own values, put back
+// before every all-reduce, so the last result is the sum of every rank's values, which the bench
+// checks itself (without the put-back it fails: the values would have doubled per all-reduce).
+TEST(CostModel, TheSweepSumsGradientValuesPutBackBeforeEachAllReduce) {
+  const ProcResult r = run_one({{"02_spawn", "--nproc-per-node", "3", "--timeout", "60", "--", bin("allreduce_bench"), "--dtype",
+                                 "float16", "--values", "gradients", "--max-bytes", "65536", "--rounds", "2"}},
+                               120);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("world 3      65536 B: plain "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--values gradients: each size's result was the sum of every rank's values"), std::string::npos) << r.output;
+  const ProcResult bad = run_one({{bin("allreduce_bench"), "--values", "ones"}}, 30);
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--values"), std::string::npos) << bad.output;
+}
+
 TEST(CostModel, OneCommandMeasuresFitsAndPredicts) {
   const std::string dir = temp_dir();
   ProcSpec s{{DDP_SOURCE_DIR "/bench/cost_model.sh", "--quick", dir + "/cost"}, {{"DDP_BUILD_DIR", DDP_BIN_DIR}}};

@@ -13,6 +13,8 @@
 #   e.g. bench/cost_model.sh --link 100mbit runs/link-100mbit
 # DDP_BUILD_DIR=<folder>: use those binaries as they are (no build).
 set -euo pipefail
+# Gloo on the CPU's cores, on a GPU host too: no program here may default to NCCL and a GPU.
+export DDP_GPU_COUNT=0
 root=$(cd "$(dirname "$0")/.." && pwd)
 quick= link=
 if [ "${1:-}" = --quick ]; then quick=1; shift; fi

@@ -21,6 +21,8 @@
 # Left out, and measured apart by bench/compute_after_allreduce.py: the compute after an
 # all-reduce is slower than after a barrier (the MLP's 1.2x; the CNN's 1.0x).
 set -euo pipefail
+# Gloo on the CPU's cores, on a GPU host too: no program here may default to NCCL and a GPU.
+export DDP_GPU_COUNT=0
 root=$(cd "$(dirname "$0")/.." && pwd)
 quick=
 if [ "${1:-}" = --quick ]; then quick=1; shift; fi

@@ -378,9 +378,11 @@ TEST(CostModel, TheSweepSumsGradientValuesPutBackBeforeEachAllReduce) {
   EXPECT_NE(bad.output.find("--values"), std::string::npos) << bad.output;
 }
 
+// As on a host with two GPUs (DDP_GPU_COUNT=2, where 2 ranks would default to NCCL): the script
+// measures Gloo on the CPU's cores all the same.
 TEST(CostModel, OneCommandMeasuresFitsAndPredicts) {
   const std::string dir = temp_dir();
-  ProcSpec s{{DDP_SOURCE_DIR "/bench/cost_model.sh", "--quick", dir + "/cost"}, {{"DDP_BUILD_DIR", DDP_BIN_DIR}}};
+  ProcSpec s{{DDP_SOURCE_DIR "/bench/cost_model.sh", "--quick", dir + "/cost"}, {{"DDP_BUILD_DIR", DDP_BIN_DIR}, {"DDP_GPU_COUNT", "2"}}};
   const ProcResult r = run_one(s, 240);
   ASSERT_EQ(r.exit_code, 0) << tail(r.output);
   // Every point of the sweep (world 2 and 3, 4 KiB to 1 MiB) with consistent bandwidths.
@@ -409,10 +411,12 @@ TEST(CostModel, OneCommandMeasuresFitsAndPredicts) {
 // bench/one_vs_two_ranks.sh in its quick form (Note [Two ranks on two cores]): every figure it
 // prints about a model is worked out from the others as it says (steps from rates, the ratio, the
 // simulator's error against the measured step), and nothing hidden on busy cores means the
-// predicted step is at least the compute. (How close it comes is the benchmark's business.)
+// predicted step is at least the compute. (How close it comes is the benchmark's business.) As on
+// a host with one GPU (DDP_GPU_COUNT=1, where a single rank would default to NCCL and its GPU):
+// the script runs every rank on the CPU's cores all the same.
 TEST(CostModel, OneAgainstTwoRanksMeasuredAndPredicted) {
   const std::string dir = temp_dir();
-  ProcSpec s{{DDP_SOURCE_DIR "/bench/one_vs_two_ranks.sh", "--quick", dir + "/two"}, {{"DDP_BUILD_DIR", DDP_BIN_DIR}}};
+  ProcSpec s{{DDP_SOURCE_DIR "/bench/one_vs_two_ranks.sh", "--quick", dir + "/two"}, {{"DDP_BUILD_DIR", DDP_BIN_DIR}, {"DDP_GPU_COUNT", "1"}}};
   const ProcResult r = run_one(s, 240);
   ASSERT_EQ(r.exit_code, 0) << tail(r.output);
   EXPECT_NE(r.output.find("after 2 ms of computing alpha "), std::string::npos) << tail(r.output);

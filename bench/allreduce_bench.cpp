@@ -8,6 +8,8 @@
 // Usage (bench/cost_model.sh runs it at world sizes 2, 3 and 4):
 //   ./build-cpu/02_spawn --nproc-per-node 2 -- ./build-cpu/allreduce_bench --csv runs/allreduce.csv
 //   ./build-cpu/02_spawn --nproc-per-node 3 -- ./build-cpu/allreduce_bench --versus ring --max-bytes 16777216 --factor 16
+//   ./build-cpu/02_spawn --nproc-per-node 2 -- ./build-cpu/allreduce_bench --dtype float16 --values gradients
+//     (what --comm-hook fp16 sends: Note [What is summed])
 //
 // Expected output (rank 0; figures of the machine it runs on):
 //   [rank 0/2] world 2       4096 B: plain 101.2 us, ours 103.9 us, plain/ours 0.97
@@ -58,11 +60,12 @@ namespace {
 // it element by element through conversions whose cost depends on the value, slowest for
 // float16's subnormals (below 6.1e-5). 1.65 MB took 14.5 to 15.9 ms as zeros, 17.0 to 18.4 as
 // normal values of standard deviation 1e-2, 19.4 to 19.8 at 5e-4 and 2e-4, 21.3 to 23.8 at 1e-4.
-// In a step (05 --comm-hook fp16 --one-bucket, after backward) the same 1.65 MB took 19.4 to 19.8 ms. --values gradients fills
-// each rank's buffer with normal values of standard deviation 5e-4, the CNN's first gradients as
-// --comm-hook fp16 sends them at world 2 (their standard deviation 1.1e-3, halved; Python's Cnn
-// on Fashion-MNIST), a seed per rank, and puts them back before every all-reduce, untimed (summed
-// in place, they would grow by the world size each time, and float16 would overflow).
+// In a step (05 --comm-hook fp16 --one-bucket, after backward) the same 1.65 MB took 19.4 to
+// 19.8 ms. --values gradients fills each rank's buffer with normal values of standard deviation
+// 5e-4, the CNN's first gradients as --comm-hook fp16 sends them at world 2 (their standard
+// deviation 1.1e-3, halved; Python's Cnn on Fashion-MNIST), a seed per rank, and puts them back
+// before every all-reduce, untimed (summed in place, they would grow by the world size each time,
+// and float16 would overflow).
 std::pair<double, double> timed_round(ddp::Group& g, int iters, const std::function<void()>& plain,
                                       const std::function<void()>& ours, const std::function<void()>& between) {
   using clock = std::chrono::steady_clock;

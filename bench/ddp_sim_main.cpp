@@ -62,7 +62,8 @@ int main(int argc, char** argv) {
       ->check(ddp::finite_number())->check(CLI::PositiveNumber);
   app.add_option("--optimizer-ms", optimizer_ms, "The part of --compute-ms after backward (runs after the all-reduces)")
       ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
-  app.add_option("--backward-ms", backward_ms, "The part of --compute-ms that is backward, measured (e.g. from 05's --trace); 0: the profile's FLOPs split it")
+  app.add_option("--backward-ms", backward_ms,
+                 "The part of --compute-ms that is backward, measured (e.g. from 05's --trace); 0: the profile's FLOPs split it")
       ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
   app.add_option("--nodes", nodes, "Nodes")->check(CLI::PositiveNumber);
   app.add_option("--gpus-per-node", gpus_per_node, "GPUs (ranks) per node")->check(CLI::PositiveNumber);

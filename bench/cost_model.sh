@@ -49,8 +49,9 @@ if [ -n "$link" ]; then
     "$bin/02_spawn" --nnodes "$n" --nproc-per-node 1 --link "$link" --timeout 300 -- "$bin/allreduce_bench" --csv "$out/allreduce.csv" \
       --max-bytes "$max" --round-bytes "$round" --rounds 2 > "$out/allreduce-$n.log" 2>&1 || { cat "$out/allreduce-$n.log"; exit 1; }
   done
-  # What --comm-hook fp16 all-reduces: float16, half the bytes, summed slower per byte on the CPU,
-  # and slower for a gradient's values than for zeros (Note [What is summed] in allreduce_bench.cpp).
+  # What --comm-hook fp16 all-reduces: float16, half the bytes, summed slower per byte on the
+  # CPU, and slower for a gradient's values than for zeros (Note [What is summed] in
+  # allreduce_bench.cpp).
   "$bin/02_spawn" --nnodes 2 --nproc-per-node 1 --link "$link" --timeout 300 -- "$bin/allreduce_bench" --csv "$out/allreduce-fp16.csv" \
     --dtype float16 --values gradients --max-bytes "$max" --round-bytes "$round" --rounds 2 > "$out/allreduce-fp16.log" 2>&1 ||
     { cat "$out/allreduce-fp16.log"; exit 1; }
@@ -77,9 +78,9 @@ if [ -n "$link" ]; then
     --compare "$(IFS=,; echo "${compare[*]}")" "$@" | tee "$out/model.txt"
   # The same steps from bench/ddp_sim: the CNN's profile (not the trace's gradients), the link's
   # configured rate, the alpha fitted above, and the compute the trace measured, its backward
-  # part as measured too (on these cores about the forward's, not the twice its FLOPs say). The fp16 hook's
-  # all-reduce at the float16 sweep's fit instead: Gloo sums float16 on the CPU, more slowly per
-  # byte than float32, and at 1 Gbit/s more slowly than the wire carries it.
+  # part as measured too (on these cores about the forward's, not the twice its FLOPs say). The
+  # fp16 hook's all-reduce at the float16 sweep's fit instead: Gloo sums float16 on the CPU, more
+  # slowly per byte than float32, and at 1 Gbit/s more slowly than the wire carries it.
   alpha_us=$(sed -n 's/^fitted ring model: alpha = \([0-9.]*\) us.*/\1/p' "$out/model.txt")
   read -r alpha16_us gbps16 < <(sed -n 's/^fitted to the float16 all-reduces .*: alpha = \([0-9.]*\) us per step, beta = \([0-9.]*\) ns\/byte.*/\1 \2/p' \
     "$out/model.txt" | awk '{ printf "%s %.4f\n", $1, 8 / $2 }')

@@ -13,8 +13,9 @@
 # what it costs as a step meets it, right after its rank computed: the sweep puts 2 ms of
 # computing (a matmul, allreduce_bench --compute-between-ms) before each all-reduce, and keeps the
 # mean of its rounds, not the best. On this virtual machine that raises the per-step latency
-# severalfold (alpha 0.8 to 0.9 ms against 0.2 to 0.35 back to back) and fits the sizes better. The compute is a
-# rank's step beside another rank's (two single-rank runs at once: no DDP, both cores busy).
+# severalfold (alpha 0.8 to 0.9 ms against 0.2 to 0.35 back to back) and fits the sizes better.
+# The compute is a rank's step beside another rank's (two single-rank runs at once: no DDP, both
+# cores busy).
 # (c) 05 all-reduces a 4-byte stop vote after every step (ddp_sim --stop-vote), which on these
 # cores the step pays in full (the model's extreme: its latency might hide behind forward).
 # Each input is measured without DDP; the two-rank run is only what the prediction is held against.

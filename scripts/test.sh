@@ -33,7 +33,11 @@ if [ $plan = yes ]; then
   exit 0
 fi
 
+source "$root/scripts/progress.sh"
+source "$root/scripts/timings.sh"
+start=$SECONDS
 "$root/scripts/setup.sh" $flavours
+phase_done setup $((SECONDS - start))
 status=0
 # A throw-away Slurm for chapter 06's tests (label slurm), stopped again when this script ends.
 # Without root or namespaces they skip, and say why.
@@ -47,43 +51,71 @@ if [[ " $flavours " == *" cpu "* ]]; then
     export DDP_SLURM_UNAVAILABLE="${why//$'\n'/ }"
   fi
 fi
-source "$root/scripts/progress.sh"
-# Builds one flavour (at the priority given: "nice -n 19" or none) and names its LibTorch.
+# The first time, each phase's estimate is what it took on a 2-core machine of CI's kind from a
+# fresh clone (docs/tests.md, "Test time"); after that, what it took here the last time.
+declare -A first_build=([cpu]="about 6 minutes on 2 idle cores (up to 8 on a slower machine)"
+                        [cuda]="about 8 minutes on 2 idle cores (up to 11 on a slower machine)")
+declare -A first_test=([cpu]="about 15 minutes on 2 cores (up to 30 on a slower machine)"
+                       [cuda]="about 5 minutes on 2 cores (up to 10 on a slower machine)")
+# Builds one flavour (at the priority given: "nice -n 19" or none), names its LibTorch, and
+# leaves its time for built(): a first build and one of what changed are kept apart.
 build_flavour() {
-  local f=$1 log=$root/build-$1.log usual
+  local f=$1 log=$root/build-$1.log usual key=build-$1-first start=$SECONDS
   shift
-  usual="building everything: about 6 (cpu) or 7 (cuda) minutes on 2 cores the first time"
-  [ -f "$root/build-$f/Makefile" ] && usual="building what changed"
+  usual="building everything: $(phase_estimate "$key" "${first_build[$f]}")"
+  if [ -f "$root/build-$f/Makefile" ]; then
+    key=build-$f
+    usual="building what changed"
+    [ -z "$(phase_last "$key")" ] || usual="building what changed: $(phase_estimate "$key" "")"
+  fi
   if ! run_step "[build $f]" "$usual" "$log" "$BUILD_FILTER" "$@" "$root/scripts/build.sh" "$f"; then
     tail -n 60 "$log"
     echo "== [$f] build FAILED (full log: $log)"
     return 1
   fi
+  echo "$key $((SECONDS - start))" > "$root/build-$f/build-time.txt"  # for built(), in the main shell
   grep -E "^-- (LibTorch|Gloo|CUDA|NCCL|BLAS|Linker|torchrun|Python reference|TensorBoard|Slurm)|BLAS:" "$log" | sed "s|^|[build $f] |" || true
 }
+built() { local k t; read -r k t < "$root/build-$1/build-time.txt" && phase_done "$k" "$t"; }
+descendants() { local p; for p in $(pgrep -P "$1"); do echo "$p"; descendants "$p"; done; }
 read -r -a fl <<< "$flavours"
 logs=()
 build_flavour "${fl[0]}" || exit 1
+built "${fl[0]}"
 for i in "${!fl[@]}"; do
   f=${fl[$i]}
   next=${fl[$((i + 1))]:-}
-  # The tests wait on processes, timeouts and Slurm a quarter of the time: the next flavour builds
-  # meanwhile at the lowest priority (nice 19), on what they leave idle, and cannot slow them.
+  # The next flavour builds meanwhile at the lowest priority (nice 19), on the cores the tests
+  # leave idle (they wait on processes, timeouts and Slurm), so it cannot slow them.
   if [ -n "$next" ]; then
     build_flavour "$next" nice -n 19 &
     next_build=$!
   fi
   # Every line of ctest's as it comes (one per test), and a word when none came for 30 s.
   tlog=$root/build-$f/ctest.log
-  run_step "[test $f]" "running every test: about 9-10 minutes on 2 cores" "$tlog" p \
+  start=$SECONDS
+  run_step "[test $f]" "running every test: $(phase_estimate "test-$f" "${first_test[$f]}")" "$tlog" p \
     bash -c "cd '$root/build-$f' && ctest --output-on-failure -j2 --timeout 300" || status=1
+  phase_done "test-$f" $((SECONDS - start))
   logs+=("$root/build-$f.log" "$tlog")
-  if [ -n "$next" ] && ! wait "$next_build"; then
-    echo "== logs: ${logs[*]}"
-    exit 1
+  if [ -n "$next" ]; then
+    start=$SECONDS
+    if kill -0 "$next_build" 2>/dev/null; then
+      # Alone now: back to the normal priority, so that other work on the machine cannot starve
+      # it (as root; elsewhere it stays at 19). Compilers make starts later inherit it.
+      echo "[test $next] the $next tests wait for the $next build: it ran at nice 19 beside the $f tests, and has the cores now"
+      renice -n 0 -p $(descendants "$next_build") > /dev/null 2>&1 || true
+    fi
+    if ! wait "$next_build"; then
+      echo "== logs: ${logs[*]}"
+      exit 1
+    fi
+    built "$next"
+    phase_done "wait-$next" $((SECONDS - start))
   fi
 done
 echo "== logs: ${logs[*]}"
+time_summary
 echo "== flavours tested: $flavours: $([ $status = 0 ] && echo "every test passed" || echo "some tests FAILED (above)")"
 [ -z "$skip_what" ] || echo "== skipped $skip_what"
 exit $status

@@ -139,9 +139,10 @@ TEST_P(TrainerMatchesPyTorchDDP, FinalParameters) {
   py.argv.insert(py.argv.end(), shared.begin(), shared.end());
   py.env = p.kernels;
   // Each side well inside ctest's 120 s (a run takes 5-15 s): a hang prints what each side said.
-  // The reference's own harness (forkserver children of a process that imported torch) hung
-  // twice in 2 CI runs of ~60 references each, printing nothing, not reproduced by hand: after
-  // 45 s it dumps its stack and exits, and is run once more, saying so. The C++ run is not retried.
+  // The reference's own harness (then forkserver children of a process that imported torch;
+  // its ranks are forked from it now) hung twice in 2 CI runs of ~60 references each, printing
+  // nothing, not reproduced by hand: after 40 s it dumps its stack and exits, and is run once
+  // more, saying so. The C++ run is not retried.
   auto r = run_one(py, 45);
   if (r.timed_out || r.output.find("Timeout (0:00:40)!") != std::string::npos) {
     std::cout << "the Python reference did not finish (its harness, not the C++ run): once more; it said:\n" << r.output << "\n";

@@ -18,8 +18,9 @@
 namespace ddp {
 
 std::pair<Dataset, Dataset> load_datasets(const TrainerOptions& o) {
-  Dataset train = o.synthetic ? synthetic_dataset(o.train_samples.value_or(60000), true) : load_fashion_mnist(o.data_dir, true);
-  Dataset test = o.synthetic ? synthetic_dataset(o.test_samples.value_or(10000), false) : load_fashion_mnist(o.data_dir, false);
+  if (!o.synthetic) return {load_fashion_mnist(o.data_dir, true, o.train_samples), load_fashion_mnist(o.data_dir, false, o.test_samples)};
+  Dataset train = synthetic_dataset(o.train_samples.value_or(60000), true);
+  Dataset test = synthetic_dataset(o.test_samples.value_or(10000), false);
   if (o.train_samples) train = first_n(train, *o.train_samples);
   if (o.test_samples) test = first_n(test, *o.test_samples);
   return {std::move(train), std::move(test)};

@@ -2,6 +2,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <optional>
 #include <string>
 
 namespace ddp {
@@ -16,9 +17,10 @@ struct Dataset {
   int64_t size() const { return labels.size(0); }
 };
 
-// The training (60,000) or test (10,000) split from `dir`. A missing, truncated or corrupt
-// file, or one that is not the IDX layout expected, throws UsageError naming the file.
-Dataset load_fashion_mnist(const std::string& dir, bool train);
+// The training (60,000) or test (10,000) split from `dir`; with `limit`, its first `limit`
+// samples, as first_n would keep them. A missing, truncated or corrupt file, or one that is not
+// the IDX layout expected, throws UsageError naming the file, whatever the limit.
+Dataset load_fashion_mnist(const std::string& dir, bool train, std::optional<int64_t> limit = std::nullopt);
 
 // The raw bytes of one IDX file (gzipped or not), checked: magic, rank, dimensions and length.
 // Returns the dimensions; `data` receives the payload. Exposed for the tests.

@@ -47,7 +47,10 @@ time_summary() {
     line+="${line:+, }$k $(minutes "$s")"
     if [ -n "$before" ] && [ "$before" -gt 0 ]; then line+=" (last run $(minutes "$before"))"; fi
   done
-  echo "== phases: $line; $(minutes "$((SECONDS - run_start))") in all"
+  local all=$((SECONDS - run_start))
+  echo "== phases: $line; $(minutes "$all") in all"
+  # CI stops at 90 minutes; a fresh clone must stay under half of it on CI's slowest machine.
+  [ "$all" -le 2700 ] || echo "== over the 45-minute budget of a fresh clone (docs/tests.md, \"Test time\"): the slowest tests are below"
   for f in $flavours; do
     [ -f "$root/build-$f/ctest.log" ] || continue
     echo "== slowest $f tests: $(slowest_tests "$root/build-$f/ctest.log" 5 | paste -sd ',' | sed 's/,/, /g')"

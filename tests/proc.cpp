@@ -165,4 +165,16 @@ std::string slurm_skip_reason() {
   return "";
 }
 
+std::vector<std::string> small_run(const std::string& out) {
+  return {"--train-samples", "2048", "--test-samples", "1001", "--batch-size", "32", "--warmup-steps", "5",
+          "--log-every", "10", "--timeout", "20", "--out", out};
+}
+
+ProcResult trainer(int world, const std::vector<std::string>& args, double deadline_s,
+                   const std::map<std::string, std::string>& env) {
+  ProcSpec s{{"05_ddp", "--nproc-per-node", std::to_string(world)}, env};
+  s.argv.insert(s.argv.end(), args.begin(), args.end());
+  return run_one(s, deadline_s);
+}
+
 }  // namespace ddp_test

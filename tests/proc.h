@@ -53,5 +53,11 @@ std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std:
 std::string read_text(const std::string& path);
 // Every distinct "params fingerprint <16 hex>" the trainer printed in `output`.
 std::set<std::string> fingerprints(const std::string& output);
+// The trainer's small run: 2048 training images, 32 per rank per step (32 steps per epoch at 2
+// ranks), validation on 1001, into `out`.
+std::vector<std::string> small_run(const std::string& out);
+// 05_ddp --nproc-per-node `world` with `args`, in the environment given (added to run_one's).
+ProcResult trainer(int world, const std::vector<std::string>& args, double deadline_s = 120,
+                   const std::map<std::string, std::string>& env = {});
 
 }  // namespace ddp_test

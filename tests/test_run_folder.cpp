@@ -26,16 +26,6 @@ using namespace ddp_test;
 
 namespace {
 
-// As in test_trainer.cpp: 2048 training images, 32 per rank per step: 32 steps per epoch at 2 ranks.
-std::vector<std::string> small_run(const std::string& out) {
-  return {"--train-samples", "2048", "--test-samples", "1001", "--batch-size", "32", "--warmup-steps", "5",
-          "--log-every", "10", "--timeout", "20", "--out", out};
-}
-
-ProcResult trainer(int world, const std::vector<std::string>& args, double deadline_s = 120) {
-  return run_one({plus({"05_ddp", "--nproc-per-node", std::to_string(world)}, args)}, deadline_s);
-}
-
 // A run that outlives its first checkpoints by far: rank 0 sleeps 50 ms before each of 2000 steps.
 std::vector<std::string> long_run(const std::string& out) {
   return plus(small_run(out), {"--epochs", "100", "--max-steps", "2000", "--ckpt-every", "5", "--straggle-rank", "0", "--straggle-ms", "50"});

@@ -26,19 +26,6 @@ using namespace ddp_test;
 
 namespace {
 
-// A small run: 2048 training images, 32 per rank per step: 32 steps per epoch at 2 ranks.
-std::vector<std::string> small_run(const std::string& out) {
-  return {"--train-samples", "2048", "--test-samples", "1001", "--batch-size", "32", "--warmup-steps", "5",
-          "--log-every", "10", "--timeout", "20", "--out", out};
-}
-
-ProcResult trainer(int world, const std::vector<std::string>& args, double deadline_s = 120,
-                   const std::map<std::string, std::string>& env = {}) {
-  ProcSpec s{{"05_ddp", "--nproc-per-node", std::to_string(world)}, env};
-  s.argv.insert(s.argv.end(), args.begin(), args.end());
-  return run_one(s, deadline_s);
-}
-
 // The fingerprint every rank printed (they must agree), or "" if none.
 std::string fingerprint(const ProcResult& r) {
   const std::set<std::string> prints = fingerprints(r.output);

@@ -14,19 +14,6 @@
 #include "common/group/watchdog.h"
 
 namespace ddp {
-namespace {
-
-std::string where(const RankInfo& i) {
-  return i.file_init() ? i.init.value : i.master_addr.value + ":" + std::to_string(i.master_port.value);
-}
-
-// "--master-port N (free right now) or MASTER_PORT=N": the fix every port refusal offers.
-std::string free_port_hint() {
-  const std::string port = std::to_string(find_free_port());
-  return "--master-port " + port + " (free right now) or MASTER_PORT=" + port;
-}
-
-}  // namespace
 
 void check_can_start(const RankInfo& info) {
   validate(info);
@@ -124,7 +111,7 @@ c10::intrusive_ptr<c10d::Store> make_store(const RankInfo& info) {
                       free_port_hint());
     }
     const std::string host_of_store = info.external_store.value ? "the launcher" : "rank 0";
-    throw JoinError("could not reach the store at " + where(info) + " within " +
+    throw JoinError("could not reach the store at " + info.store_address() + " within " +
                     seconds(info.timeout_s.value) + ": " + host_of_store +
                     ", which hosts it, is not running: not started yet, or already finished (a group "
                     "that has formed and ended takes no late rank), or MASTER_ADDR/MASTER_PORT point "
@@ -178,9 +165,9 @@ Group init_process_group(const RankInfo& info) {
   Group g;
   g.info = info;
   // Built up in place: a failure half-way leaves a Group that still leaves in order.
-  Watchdog watchdog(join_time_limit(info), "connecting to the store at " + where(info));
+  Watchdog watchdog(join_time_limit(info), "connecting to the store at " + info.store_address());
   g.store = make_store(info);
-  watchdog.doing("in the roll call, waiting for the store at " + where(info) +
+  watchdog.doing("in the roll call, waiting for the store at " + info.store_address() +
                  " to answer (if another program holds that port, it is not our store)");
   roll_call(*g.store, info);
   watchdog.doing("connecting the " + info.backend.value + " backend to every peer");

@@ -18,17 +18,6 @@ namespace {
 
 std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
 std::string text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
-// The store's address and the port hint, as process_group.cpp's make_store words them.
-std::string where(const RankInfo& i) {
-  return i.file_init() ? i.init.value : i.master_addr.value + ":" + std::to_string(i.master_port.value);
-}
-
-// "--master-port N (free right now) or MASTER_PORT=N": the fix every port refusal offers.
-std::string free_port_hint() {
-  const std::string port = std::to_string(find_free_port());
-  return "--master-port " + port + " (free right now) or MASTER_PORT=" + port;
-}
-
 std::string join_ints(const std::vector<int>& v) {
   std::ostringstream os;
   for (size_t k = 0; k < v.size(); ++k) os << (k ? ", " : "") << v[k];
@@ -96,7 +85,7 @@ void refuse_a_strangers_store(c10d::Store& store, const RankInfo& info, std::chr
   }
   const std::string owner = store.check({"rollcall/user"}) ? text(store.get("rollcall/user")) : user;
   if (owner != user) {  // touch nothing more of a stranger's store
-    throw UsageError("the store at " + where(info) + " belongs to a run of user " + owner + ", and you are " + user +
+    throw UsageError("the store at " + info.store_address() + " belongs to a run of user " + owner + ", and you are " + user +
                      ": another user's job uses this port. Give your ranks a port of your own, e.g. " +
                      free_port_hint());
   }
@@ -143,12 +132,12 @@ void stop_naming_the_missing(c10d::Store& store, const RankInfo& info) {
                 std::string(missing.size() == 1 ? "rank " : "ranks ") + join_ints(missing) + " never joined within " +
                     seconds(info.timeout_s.value) + " (world size " + std::to_string(info.world_size.value) +
                     "; present: " + join_ints(present) + "). Start the missing rank(s) with the same " +
-                    (info.file_init() ? "--init " + info.init.value : "master address and port (" + where(info) + ")") +
+                    (info.file_init() ? "--init " + info.init.value : "master address and port (" + info.store_address() + ")") +
                     ", or lower --world-size");
 }
 
 JoinError lost_the_store(const RankInfo& info, const std::exception& e) {
-  return JoinError("lost the store at " + where(info) + " during the roll call: " +
+  return JoinError("lost the store at " + info.store_address() + " during the roll call: " +
                    (info.external_store.value ? "the launcher" : "rank 0") +
                    ", which hosts it, has exited; its own error says why (" + short_what(e) + ")");
 }

@@ -35,4 +35,9 @@ bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr == "::1" || addr.rfind("127.", 0) == 0;
 }
 
+std::string free_port_hint() {
+  const std::string port = std::to_string(find_free_port());
+  return "--master-port " + port + " (free right now) or MASTER_PORT=" + port;
+}
+
 }  // namespace ddp

@@ -48,6 +48,10 @@ struct RankInfo {
   std::chrono::milliseconds timeout() const;
   bool file_init() const { return init.value.rfind("file://", 0) == 0; }
   std::string file_path() const { return init.value.substr(7); }
+  // Where the store is, as the errors name it: the file:// URL, or address:port.
+  std::string store_address() const {
+    return file_init() ? init.value : master_addr.value + ":" + std::to_string(master_port.value);
+  }
 };
 
 // Looks up an environment variable; a function so that tests can supply their own.

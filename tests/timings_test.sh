@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# scripts/timings.sh, what scripts/test.sh says of time: each phase's estimate from the last run's
+# times (the first run's from its fallback), a full build and a build of what changed kept apart,
+# and the summary naming every phase with the last run's time beside it and each flavour's
+# slowest tests, read from ctest logs of the form ctest writes. Seconds; nothing built.
+# Usage: tests/timings_test.sh [repository root]
+set -uo pipefail
+root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
+scratch=$(mktemp -d /tmp/ddp-timings-test.XXXXXX)
+trap 'rm -rf "$scratch"' EXIT
+failures=0
+fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
+same() { [ "$2" = "$3" ] || fail "$1: got '$2', expected '$3'"; }
+holds() { grep -qF -- "$3" <<< "$2" || fail "$1: '$3' missing from: $2"; }
+
+# A ctest log: result lines among the Start lines and a failed test's output.
+mkdir -p "$scratch/build-cpu" "$scratch/build-cuda"
+cat > "$scratch/build-cpu/ctest.log" <<'EOF'
+        Start 262: ReadmeWalk.EveryCommandInReadingOrder
+  1/4 Test  #12: Join.FileStoreInit .....................   Passed    0.91 sec
+  2/4 Test #116: CostModel.OneAgainstTwoRanksMeasuredAndPredicted ....***Failed   17.49 sec
+[ RUN      ] CostModel.OneAgainstTwoRanksMeasuredAndPredicted
+  3/4 Test #119: Gpu.EveryChapterPassesItsSelfCheckOnNccl ..........***Skipped   0.00 sec
+  4/4 Test #262: ReadmeWalk.EveryCommandInReadingOrder ..............   Passed  418.72 sec
+EOF
+cat > "$scratch/build-cuda/ctest.log" <<'EOF'
+  1/1 Test  #60: Trainer/TrainerMatchesPyTorchDDP.FinalParameters/Cnn ...   Passed   11.50 sec
+EOF
+
+(
+  export DDP_TIMES_FILE=$scratch/times.txt
+  source "$root/scripts/timings.sh"
+  same "first run, no times kept" "$(phase_estimate test-cpu "the fallback")" "the fallback"
+  same "slowest, in order" "$(slowest_tests "$scratch/build-cpu/ctest.log" 2 | paste -sd '|')" \
+    "ReadmeWalk.EveryCommandInReadingOrder 419 s|CostModel.OneAgainstTwoRanksMeasuredAndPredicted 17 s"
+  phase_done build-cpu-first 353
+  phase_done test-cpu 1119
+  same "kept for the next run" "$(phase_estimate test-cpu "the fallback")" "about 18 min 39 s (the last run here)"
+  same "a full build is not a build of what changed" "$(phase_estimate build-cpu "none kept")" "none kept"
+  exit $failures
+) || failures=$((failures + 1))
+
+# The next run reads the first one's times and says both in its summary.
+(
+  export DDP_TIMES_FILE=$scratch/times.txt
+  source "$root/scripts/timings.sh"
+  root=$scratch flavours="cpu cuda"  # time_summary reads $root/build-<flavour>/ctest.log
+  phase_done test-cpu 900
+  phase_done test-cuda 300
+  out=$(time_summary)
+  echo "$out"
+  holds "phases" "$out" "== phases: test-cpu 15 min 0 s (last run 18 min 39 s), test-cuda 5 min 0 s;"
+  holds "slowest cpu" "$out" "== slowest cpu tests: ReadmeWalk.EveryCommandInReadingOrder 419 s, CostModel.OneAgainstTwoRanksMeasuredAndPredicted 17 s, Join.FileStoreInit 1 s, Gpu.EveryChapterPassesItsSelfCheckOnNccl 0 s"
+  holds "slowest cuda" "$out" "== slowest cuda tests: Trainer/TrainerMatchesPyTorchDDP.FinalParameters/Cnn 12 s"
+  same "one line a phase in the file" "$(sort "$scratch/times.txt" | paste -sd '|')" "build-cpu-first 353|test-cpu 900|test-cuda 300"
+  exit $failures
+) || failures=$((failures + 1))
+
+# test.sh itself uses them: its estimates and summary come from timings.sh.
+grep -q 'source "$root/scripts/timings.sh"' "$root/scripts/test.sh" || fail "scripts/test.sh does not source scripts/timings.sh"
+grep -q '^time_summary$' "$root/scripts/test.sh" || fail "scripts/test.sh does not print the time summary"
+[ $failures = 0 ] && echo "timings: every check passed" || echo "timings: $failures check(s) FAILED"
+exit $((failures > 0))

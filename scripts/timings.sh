@@ -14,7 +14,11 @@ times_file=${DDP_TIMES_FILE:-$root/build-times.txt}
 # "12 min 5 s" or "45 s".
 minutes() { local s=$1; [ "$s" -ge 60 ] && echo "$((s / 60)) min $((s % 60)) s" || echo "$s s"; }
 
-phase_last() { [ -f "$times_file" ] && awk -v k="$1" '$1 == k { s = $2 } END { if (s != "") print s }' "$times_file"; }
+# The last run's seconds for KEY, or nothing (status 0 either way: test.sh runs under set -e).
+phase_last() {
+  [ -f "$times_file" ] || return 0
+  awk -v k="$1" '$1 == k { s = $2 } END { if (s != "") print s }' "$times_file"
+}
 
 phase_estimate() {
   local last

@@ -27,7 +27,10 @@ cat > "$scratch/build-cuda/ctest.log" <<'EOF'
   1/1 Test  #60: Trainer/TrainerMatchesPyTorchDDP.FinalParameters/Cnn ...   Passed   11.50 sec
 EOF
 
+# Each run in a subshell under set -e, as scripts/test.sh sources them: a helper that returns
+# non-zero (a file not there yet) would stop it.
 (
+  set -e
   export DDP_TIMES_FILE=$scratch/times.txt
   source "$root/scripts/timings.sh"
   same "first run, no times kept" "$(phase_estimate test-cpu "the fallback")" "the fallback"
@@ -38,10 +41,12 @@ EOF
   same "kept for the next run" "$(phase_estimate test-cpu "the fallback")" "about 18 min 39 s (the last run here)"
   same "a full build is not a build of what changed" "$(phase_estimate build-cpu "none kept")" "none kept"
   exit $failures
-) || failures=$((failures + 1))
+)
+[ $? = 0 ] || fail "the first run stopped or failed (above)"
 
 # The next run reads the first one's times and says both in its summary.
 (
+  set -e
   export DDP_TIMES_FILE=$scratch/times.txt
   source "$root/scripts/timings.sh"
   root=$scratch flavours="cpu cuda"  # time_summary reads $root/build-<flavour>/ctest.log
@@ -54,7 +59,8 @@ EOF
   holds "slowest cuda" "$out" "== slowest cuda tests: Trainer/TrainerMatchesPyTorchDDP.FinalParameters/Cnn 12 s"
   same "one line a phase in the file" "$(sort "$scratch/times.txt" | paste -sd '|')" "build-cpu-first 353|test-cpu 900|test-cuda 300"
   exit $failures
-) || failures=$((failures + 1))
+)
+[ $? = 0 ] || fail "the second run stopped or failed (above)"
 
 # test.sh itself uses them: its estimates and summary come from timings.sh.
 grep -q 'source "$root/scripts/timings.sh"' "$root/scripts/test.sh" || fail "scripts/test.sh does not source scripts/timings.sh"

@@ -318,11 +318,13 @@ TEST(Slurm, ARequeuedJobResumesFromItsCheckpointBitIdentically) {
 TEST(Slurm, AJobThatHitsItsTimeLimitWithoutTheSignalIsReportedAsTimeout) {
   SKIP_WITHOUT_SLURM();
   // Submitted and followed by 06_slurm itself: one minute, no warning signal, endless training.
+  // Its one rank sleeps 200 ms before each step: the minute it waits for leaves the cores to the
+  // other tests (it trained flat out for 60-80 s of CPU before).
   const std::string out = temp_dir();
   auto r = run_one({{"/bin/bash", "-c",
                      "cd " + std::string(DDP_SOURCE_DIR) + " && SLURM_CONF=" + std::getenv("SLURM_CONF") + " " + bin("06_slurm") +
                          " --nodes 1 --tasks-per-node 1 --time 1 --signal none --submit --follow --out-dir " + out +
-                         " -- --train-samples 512 --batch-size 8 --epochs 100000 --log-every 1000"}},
+                         " -- --train-samples 512 --batch-size 8 --epochs 100000 --log-every 1000 --straggle-rank 0 --straggle-ms 200"}},
                    300);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find(": TIMEOUT (exit "), std::string::npos) << r.output;

@@ -55,10 +55,9 @@ def depfile_deps(path):
     return deps
 
 
-def unity_in_copy(unity, new_obj):
+def unity_in_copy(unity, new_obj, source, copy):
     """A file of files compiled together (Note [Compiled together] in CMakeLists.txt) includes
     SOURCE's files by their absolute paths: its copy beside the new object includes COPY's."""
-    source, copy = (os.path.abspath(a) for a in sys.argv[2:4])
     text = open(unity).read().replace(f'#include "{source}{os.sep}', f'#include "{copy}{os.sep}')
     path = new_obj[:-2] if new_obj.endswith(".o") else new_obj + ".cxx"
     with open(path, "w") as f:
@@ -135,7 +134,7 @@ def main():
             elif os.path.isabs(a) and rel_in_source(a) is not None and a.endswith((".cpp", ".cc", ".cxx")):
                 a = os.path.join(copy, rel_in_source(a))
             elif os.path.normpath(a) == os.path.normpath(os.path.join(d, entry["file"])) and os.sep + "Unity" + os.sep in a:
-                a = unity_in_copy(a, new_obj)
+                a = unity_in_copy(a, new_obj, source, copy)
             new_args.append(a)
             k += 1
         print(f"overlay_build: compiling {os.path.relpath(entry['file'], source)}", flush=True)

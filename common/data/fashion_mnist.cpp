@@ -106,8 +106,8 @@ Dataset load_fashion_mnist(const std::string& dir, bool train, std::optional<int
   auto bytes = torch::from_blob(pixels.data(), {idims[0], 1, 28, 28}, torch::kUInt8).narrow(0, 0, n);
   d.images = normalise_pixels(bytes);
   d.labels = torch::from_blob(labels.data(), {ldims[0]}, torch::kUInt8).narrow(0, 0, n).to(torch::kInt64);
-  d.source = images_path + (limit ? " (first " + std::to_string(n) + ")" : "");
-  return d;
+  d.source = images_path;
+  return limit ? first_n(d, n) : d;  // already n long: first_n names the part in `source`
 }
 
 Dataset first_n(const Dataset& d, int64_t n) {

@@ -27,7 +27,8 @@ namespace ddp {
 // MLP (its last five tensors 0.5 MiB, then fc1.weight's 1.5 MiB) is one bucket at any
 // --bucket-cap-mb, and a tensor larger than the cap fills a bucket of its own. (PyTorch 2.x,
 // given an explicit bucket_cap_mb, cuts the first bucket at that cap too; we keep the rule
-// of PyTorch 1.13, which 2.x still follows for its default.)
+// of PyTorch 1.13, which 2.x still follows for its default.) The rule is assign_buckets(), in
+// buckets.h: arithmetic on sizes, which bench's ddp_sim shares.
 //
 // Note [Rebuilding the buckets]
 // The layer order is only a guess of the order in which gradients become ready (a layer used
@@ -43,25 +44,6 @@ namespace ddp {
 // Each gradient is multiplied by 1/world while it is copied into its bucket, then the bucket
 // is summed: the average. PyTorch's DDP does the same, in this order, which is why our result
 // is bit-identical to it. Chapter 03 summed, then divided: the same in exact arithmetic only.
-
-std::vector<std::vector<size_t>> assign_buckets(const std::vector<size_t>& order, const std::vector<size_t>& sizes_bytes,
-                                                size_t first_limit, size_t cap) {
-  std::vector<std::vector<size_t>> buckets;
-  std::vector<size_t> current;
-  size_t bytes = 0, limit = first_limit;
-  for (size_t i : order) {
-    current.push_back(i);
-    bytes += sizes_bytes[i];
-    if (bytes >= limit) {
-      buckets.push_back(std::move(current));
-      current.clear();
-      bytes = 0;
-      limit = cap;
-    }
-  }
-  if (!current.empty()) buckets.push_back(std::move(current));
-  return buckets;
-}
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, Group& group,
                                                  size_t bucket_cap_bytes)

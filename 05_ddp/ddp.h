@@ -1,8 +1,9 @@
 // defines: DistributedDataParallel, the chapter's lesson: chapter 04's hooks, grouped into buckets.
 //
-// Read: this header down to "Composing onto the class", then ddp.cpp. Skip on a first reading
-// the rest: how going_further/'s pages compose onto the class without the class knowing them
-// (ddp_interface.cpp), and two options of PyTorch's reducer itself (ddp_options.cpp).
+// Read: buckets.h (the bucket plan), this header down to "Composing onto the class", then
+// ddp.cpp. Skip on a first reading the rest: how going_further/'s pages compose onto the class
+// without the class knowing them (ddp_interface.cpp), and two options of PyTorch's reducer
+// itself (ddp_options.cpp).
 #pragma once
 #include <torch/torch.h>
 
@@ -11,22 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "05_ddp/buckets.h"  // the bucket plan: assign_buckets(), kFirstBucketBytes, kOneBucket
 #include "05_ddp/comm_hook.h"
 #include "common/group/process_group.h"
 
 namespace ddp {
-
-constexpr size_t kMiB = 1024 * 1024;
-constexpr size_t kFirstBucketBytes = 1 * kMiB;  // PyTorch's dist._DEFAULT_FIRST_BUCKET_BYTES
-// As the bucket cap: every gradient in one bucket, all-reduced once backward has ended (no
-// overlap), the baseline that buckets are measured against (05 --one-bucket).
-constexpr size_t kOneBucket = SIZE_MAX;
-
-// Which parameters go into which bucket: walk `order` (indices into `sizes_bytes`), fill a
-// bucket until it holds at least its limit, then start the next. The first bucket's limit is
-// first_limit, every later one cap (PyTorch's compute_bucket_assignment_by_size).
-std::vector<std::vector<size_t>> assign_buckets(const std::vector<size_t>& order, const std::vector<size_t>& sizes_bytes,
-                                                size_t first_limit, size_t cap);
 
 class DistributedDataParallel {
  public:

@@ -8,7 +8,7 @@
 #include <map>
 #include <stdexcept>
 
-#include "05_ddp/ddp.h"  // assign_buckets: the course's own rule, not a copy of it
+#include "05_ddp/buckets.h"  // assign_buckets: the course's own rule, not a copy of it
 #include "common/basics/errors.h"
 
 namespace ddp::sim {

@@ -23,6 +23,20 @@
 extern char** environ;
 
 namespace ddp_test {
+namespace {
+
+// Note [Idle BLAS threads]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// OpenBLAS (the cpu flavour's BLAS) starts a thread per core when a process loads it, and each
+// spins on sched_yield() for 2^28 cycles (about 0.1 s) before it sleeps, although every program
+// here computes on one intra-op thread and never gives them work. The tests start some 1,400
+// such processes on two cores: each spin takes the core another test runs on (measured,
+// `ddp_sim --help`: 0.13 s of system time, 0.05 s with the variable). OPENBLAS_THREAD_TIMEOUT=4
+// (2^4 cycles) puts them to sleep at once; it changes no result, only how long an idle thread
+// spins. Set before main(), unless already set: every process the tests start inherits it.
+const bool kIdleThreadsSleep = [] { return ::setenv("OPENBLAS_THREAD_TIMEOUT", "4", /*overwrite=*/0) == 0; }();
+
+}  // namespace
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);

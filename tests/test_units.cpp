@@ -493,6 +493,48 @@ TEST(FashionMnist, TruncatedCorruptOrForeignFilesAreRefusedByName) {
   std::system(("rm -rf " + dir).c_str());
 }
 
+// Note [Reading only the samples a run uses]: a short run inflates the first items only, the same
+// bytes as the whole file's first items; a cut file is still refused (by its gzip trailer's size),
+// and the CRC is checked whenever the whole file is read.
+TEST(FashionMnist, AShortRunReadsItsFirstItemsAndACutFileIsStillRefused) {
+  const std::string dir = temp_dir();
+  std::string raw = idx_images(50);
+  for (size_t i = 16; i < raw.size(); ++i) raw[i] = static_cast<char>((i * 7919 + i / 784 * 31) % 251);  // no two images alike
+  const std::string good = gzip_bytes(raw);
+  const std::string path = write_file(dir + "/good.gz", good);
+  std::string all, some;
+  EXPECT_EQ(ddp::read_idx(path, 3, all), (std::vector<int64_t>{50, 28, 28}));
+  EXPECT_EQ(ddp::read_idx(path, 3, some, 7), (std::vector<int64_t>{50, 28, 28})) << "the whole file's dimensions";
+  EXPECT_EQ(some, all.substr(0, 7 * 784));
+  EXPECT_EQ(ddp::read_idx(write_file(dir + "/plain", raw), 3, some, 7), (std::vector<int64_t>{50, 28, 28})) << "not gzipped";
+  EXPECT_EQ(some, all.substr(0, 7 * 784));
+  // A limit at or past the count reads the whole file: the CRC is checked.
+  std::string flipped = good;
+  flipped[flipped.size() - 12] ^= 0x40;  // in the last images' compressed bytes, far past the first
+  const std::string late = write_file(dir + "/late.gz", flipped);
+  EXPECT_EQ(ddp::read_idx(late, 3, some, 1), (std::vector<int64_t>{50, 28, 28}));
+  EXPECT_EQ(some, all.substr(0, 784)) << "the first image, before the flipped byte";
+  struct Case {
+    std::string name, bytes, expect;
+    int64_t first;
+  };
+  const std::vector<Case> refused = {
+      {"late.gz", flipped, "corrupt or truncated gzip data", 50},
+      {"cut.gz", good.substr(0, good.size() - 6), "truncated or corrupt: its header promises 39216 bytes, its gzip trailer records", 1},
+      {"cut_plain", raw.substr(0, raw.size() - 100), "truncated or corrupt: its header promises 39216 bytes, its size is 39116", 1},
+  };
+  for (const Case& c : refused) {
+    const std::string p = write_file(dir + "/" + c.name, c.bytes);
+    try {
+      ddp::read_idx(p, 3, some, c.first);
+      ADD_FAILURE() << c.name << " was accepted with first " << c.first;
+    } catch (const ddp::UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(p + ": " + c.expect), std::string::npos) << e.what();
+    }
+  }
+  std::system(("rm -rf " + dir).c_str());
+}
+
 TEST(FashionMnist, TheRealFilesLoadWhenInstalled) {
   if (::access((std::string(ddp::kFashionMnistDir) + "/t10k-images-idx3-ubyte.gz").c_str(), R_OK) != 0) {
     GTEST_SKIP() << "dataset-fashion-mnist is not installed (scripts/setup.sh installs it)";
@@ -502,6 +544,10 @@ TEST(FashionMnist, TheRealFilesLoadWhenInstalled) {
   EXPECT_EQ(test.images.sizes(), (std::vector<int64_t>{10000, 1, 28, 28}));
   EXPECT_EQ(test.labels.bincount().min().item<int64_t>(), 1000);  // 1000 of each class
   EXPECT_NEAR(test.images.mean().item<double>(), 0, 0.02);       // normalised with train's stats
+  // A short run's first 100, read alone, are the whole split's first 100 to the bit.
+  auto first = ddp::load_fashion_mnist(ddp::kFashionMnistDir, false, 100);
+  EXPECT_TRUE(torch::equal(first.images, test.images.narrow(0, 0, 100)));
+  EXPECT_TRUE(torch::equal(first.labels, test.labels.narrow(0, 0, 100)));
 }
 
 // ---- TensorBoard ----

@@ -18,13 +18,17 @@ struct Dataset {
 };
 
 // The training (60,000) or test (10,000) split from `dir`; with `limit`, its first `limit`
-// samples, as first_n would keep them. A missing, truncated or corrupt file, or one that is not
-// the IDX layout expected, throws UsageError naming the file, whatever the limit.
+// samples, as first_n would keep them. A missing or truncated file, one that is not the IDX
+// layout expected, or a corrupt one, throws UsageError naming the file; with a limit, a corrupt
+// byte past the samples kept is left to a run that reads that far (Note [Reading only the
+// samples a run uses] in fashion_mnist.cpp).
 Dataset load_fashion_mnist(const std::string& dir, bool train, std::optional<int64_t> limit = std::nullopt);
 
 // The raw bytes of one IDX file (gzipped or not), checked: magic, rank, dimensions and length.
-// Returns the dimensions; `data` receives the payload. Exposed for the tests.
-std::vector<int64_t> read_idx(const std::string& path, int expected_dims, std::string& data);
+// Returns the whole file's dimensions; `data` receives the payload, or with `first` only its
+// first `first` items (along dimension 0). Exposed for the tests.
+std::vector<int64_t> read_idx(const std::string& path, int expected_dims, std::string& data,
+                              std::optional<int64_t> first = std::nullopt);
 
 // A learnable stand-in of the same shape, for machines without the data: each class is a
 // fixed random pattern plus noise. Deterministic in (seed, train), so every rank agrees.

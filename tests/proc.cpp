@@ -30,10 +30,11 @@ namespace {
 // OpenBLAS (the cpu flavour's BLAS) starts a thread per core when a process loads it, and each
 // spins on sched_yield() for 2^28 cycles (about 0.1 s) before it sleeps, although every program
 // here computes on one intra-op thread and never gives them work. The tests start some 1,400
-// such processes on two cores: each spin takes the core another test runs on (measured,
-// `ddp_sim --help`: 0.13 s of system time, 0.05 s with the variable). OPENBLAS_THREAD_TIMEOUT=4
-// (2^4 cycles) puts them to sleep at once; it changes no result, only how long an idle thread
-// spins. Set before main(), unless already set: every process the tests start inherits it.
+// such processes. OPENBLAS_THREAD_TIMEOUT=4 (2^4 cycles) puts them to sleep at once; it changes
+// no result, only how long an idle thread spins. Measured on idle cores, one rank of a one-step
+// `05_ddp` run: 0.14-0.19 s of system time, 0.06-0.08 s with it; under the suite's load, where
+// sched_yield() gives the core to another process, too little to show in the totals. Set before
+// main(), unless already set: every process the tests start inherits it.
 const bool kIdleThreadsSleep = [] { return ::setenv("OPENBLAS_THREAD_TIMEOUT", "4", /*overwrite=*/0) == 0; }();
 
 }  // namespace

@@ -104,10 +104,9 @@ const std::vector<std::string> kOtherBlasSaid = {"Core: Sandybridge"};
 void PrintTo(const TrainerParity& p, std::ostream* os) { *os << p.name; }
 // Runs trainer_reference.py. Its harness hung, printing nothing, twice in 2 CI runs when its
 // ranks were forkserver children, and once in 6 full runs since they are forked (torch 2.11, the
-// bf16 reference), never by hand. After 40 s the harness dumps its stack and exits (its forked
-// ranks cannot arm a watchdog of their own: faulthandler in the child waits for its parent's
-// watchdog thread, which fork did not copy, and hangs); it is then run once more, saying so: a
-// test fails on a hang only if the reference hangs twice in a row.
+// bf16 reference), never by hand. A hung rank prints its stack at 38 s; at 40 s the harness
+// dumps its own and exits; it is then run once more, saying so: a test fails on a hang only if
+// the reference hangs twice in a row.
 ProcResult run_reference(const ProcSpec& py) {
   ProcResult r = run_one(py, 45);
   if (r.timed_out || r.output.find("Timeout (0:00:") != std::string::npos) {

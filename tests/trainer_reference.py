@@ -17,6 +17,7 @@ import faulthandler
 import gzip
 import math
 import os
+import signal
 import sys
 import tempfile
 
@@ -148,6 +149,11 @@ def train_step(a, ddp, opt, step, total, micro_batches):
 
 
 def worker(rank, a, store_file, out_file):
+    # A rank that hangs prints its stack at 38 s, before the harness's watchdog (40 s) stops the
+    # whole reference: a signal, since faulthandler.dump_traceback_later would wait forever here
+    # for the parent's watchdog thread, which fork did not copy.
+    faulthandler.register(signal.SIGALRM, all_threads=True)
+    signal.alarm(38)
     torch.set_num_threads(1)
     # A collective that waits 40 s fails instead of hanging (a run takes seconds).
     dist.init_process_group("gloo", init_method="file://" + store_file, rank=rank, world_size=a.world_size,

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -25,6 +26,22 @@ namespace spawn {
 // program (execvp): a fresh program image keeps none of the launcher's state, so fork + exec is
 // always safe, whatever threads the launcher had.
 
+// Note [The worker in place]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// `05_ddp --nproc-per-node 2` links this launcher and is its own command: starting the program
+// again in each child would load LibTorch again (0.4 s of CPU a process with Debian's, 287
+// libraries), only to reach the state the child already has. So the child runs the rank's code
+// where it is, as chapter 01's workers do (main.cpp, step 3): the same variables set first, so
+// that the rank resolves its rank, world and store exactly as the exec'd program would. It is
+// safe for the same reason ("Fork first", README): the launcher has parsed its flags and started
+// nothing (no CUDA, no thread) before it forks.
+
+namespace {
+std::function<int()> g_in_place;  // set by run_workers_in_place()
+}  // namespace
+
+void run_workers_in_place(std::function<int()> rank) { g_in_place = std::move(rank); }
+
 int receive_port(int port_fd, const ddp::RankInfo& info) {
   pollfd p{port_fd, POLLIN, 0};
   int port = 0;
@@ -36,7 +53,7 @@ int receive_port(int port_fd, const ddp::RankInfo& info) {
 
 int exec_worker(const Worker& w, const ddp::RankInfo& info, int nproc, int port_fd, const std::vector<std::string>& command) {
   ddp::set_log_identity(w.rank, info.world_size.value);
-  return ddp::guarded_main([&]() -> int {
+  const int code = ddp::guarded_main([&]() -> int {
     const int port = receive_port(port_fd, info);
     const std::pair<const char*, std::string> env[] = {
         {"RANK", std::to_string(w.rank)},         {"WORLD_SIZE", std::to_string(info.world_size.value)},
@@ -47,6 +64,7 @@ int exec_worker(const Worker& w, const ddp::RankInfo& info, int nproc, int port_
     for (const auto& [k, v] : env) ::setenv(k, v.c_str(), 1);
     // Simulated nodes share this host's GPUs (Note [Choosing the backend]).
     if (info.simulated_nodes > 1) ::setenv("DDP_SIMULATED_NODES", std::to_string(info.simulated_nodes).c_str(), 1);
+    if (g_in_place) return g_in_place();  // Note [The worker in place]
     std::vector<std::string> words = command;  // execvp wants char*, not const char*
     std::vector<char*> argv;
     for (auto& a : words) argv.push_back(a.data());
@@ -54,6 +72,8 @@ int exec_worker(const Worker& w, const ddp::RankInfo& info, int nproc, int port_
     ::execvp(argv[0], argv.data());
     throw ddp::UsageError("cannot start '" + command[0] + "': " + std::strerror(errno));
   });
+  std::fflush(nullptr);  // a worker in place returns here, and the child ends in _exit(), which flushes nothing
+  return code;
 }
 
 }  // namespace spawn

@@ -2,6 +2,7 @@
 // of main.cpp), and exec_worker(): step 3b, another program as the worker, given its rank in
 // the environment as torchrun gives it. See Note [A program as the workers].
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,5 +18,10 @@ int receive_port(int port_fd, const ddp::RankInfo& info);
 // In a worker just forked: waits for the store's port, sets torchrun's variables and replaces
 // this process with `command` (execvp). Returns only when that fails: exit 2, saying why.
 int exec_worker(const Worker& w, const ddp::RankInfo& base, int per_node, int port_fd, const std::vector<std::string>& command);
+
+// For a program that links this launcher and is itself the command (05_ddp --nproc-per-node):
+// each worker, its variables set, runs `rank` in the forked child instead of starting the
+// program again (Note [The worker in place], exec_worker.cpp).
+void run_workers_in_place(std::function<int()> rank);
 
 }  // namespace spawn

@@ -10,7 +10,7 @@
 // --global-batch, SyncBatchNorm, comm hooks (ddp_flags.h), Join and ZeRO: pages of going_further/.
 //
 // Usage:
-//   ./build-cpu/05_ddp --nproc-per-node 2                   # forks 2 ranks (via 02_spawn)
+//   ./build-cpu/05_ddp --nproc-per-node 2                   # forks 2 ranks (02_spawn's launcher)
 //   ./build-cpu/05_ddp --rank 0 --world-size 2 &  ./build-cpu/05_ddp --rank 1 --world-size 2
 //   .venv/bin/torchrun --nproc-per-node 2 --no-python ./build-cuda/05_ddp --model cnn
 //   ./build-cpu/05_ddp --nproc-per-node 2 --reset           # start over instead of resuming
@@ -29,6 +29,7 @@
 
 #include "05_ddp/beyond/amp.h"
 #include "05_ddp/trainer/batches.h"
+#include "05_ddp/trainer/launch.h"
 #include "05_ddp/ddp.h"
 #include "05_ddp/beyond/ddp_flags.h"
 #include "05_ddp/beyond/elastic.h"
@@ -56,8 +57,9 @@ int main(int argc, char** argv) {
   ddp::add_trainer_options(app, o);
   ddp::parse_flags(app, argc, argv);
 
-  return ddp::guarded_main([&] {
-    if (o.nproc_per_node) return ddp::relaunch_with_02_spawn(argc, argv, *o.nproc_per_node, flags, o);
+  // One rank's run, steps 1-7. With --nproc-per-node, chapter 02's launcher (linked in) forks the
+  // ranks from this process, and each runs this (trainer/launch.h).
+  auto one_rank = [&] {
     ddp::make_reproducible(o.deterministic == "on");  // before CUDA starts: Note [Reproducible GPU runs]
     ddp::listen_for_preemption(o.requeue_signal);  // before joining: chapter 06's lesson (common/slurm/)
 
@@ -181,5 +183,6 @@ int main(int argc, char** argv) {
     DDP_CHECK(learned, "test accuracy " << last_eval->accuracy << " is not above " << floor);
     group.pg->barrier()->wait();
     return ddp::kExitOk;
-  });
+  };
+  return ddp::guarded_main([&] { return o.nproc_per_node ? ddp::fork_ranks(argc, argv, flags, o, one_rank) : one_rank(); });
 }

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <sstream>
 #include <thread>
 
 #include "common/launch/net.h"
@@ -82,35 +83,21 @@ class Background {
   pid_t pid_ = -1;
 };
 
-// A file of /proc/<pid>/, its NUL-separated fields.
-std::vector<std::string> proc_fields(const std::string& pid, const char* file) {
-  const std::string text = read_text("/proc/" + pid + "/" + file);
-  std::vector<std::string> fields;
-  for (size_t at = 0; at < text.size();) {
-    const size_t end = text.find('\0', at);
-    fields.push_back(text.substr(at, end - at));
-    at = end == std::string::npos ? text.size() : end + 1;
-  }
-  return fields;
-}
-
-// The pid of the running 05_ddp whose --out is `out` and whose environment says RANK=0, found
-// from /proc alone (not from what the trainer wrote); -1 if there is none.
+// The pid that holds the flock on <out>/run.lock, from the kernel's table of locks (/proc/locks),
+// not from what the trainer wrote: rank 0 of the live run (Note [One run per folder]); -1 if none.
 long rank0_pid(const std::string& out) {
-  DIR* d = ::opendir("/proc");
-  long found = -1;
-  while (dirent* e = d ? ::readdir(d) : nullptr) {
-    const std::string pid = e->d_name;
-    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    const auto argv = proc_fields(pid, "cmdline");
-    if (argv.empty() || argv[0].size() < 6 || argv[0].substr(argv[0].size() - 6) != "05_ddp") continue;
-    bool ours = false;
-    for (size_t k = 0; k + 1 < argv.size(); ++k) ours |= argv[k] == "--out" && argv[k + 1] == out;
-    const auto env = proc_fields(pid, "environ");
-    if (ours && std::find(env.begin(), env.end(), "RANK=0") != env.end()) found = std::stol(pid);
+  struct stat st {};
+  if (::stat((out + "/run.lock").c_str(), &st) != 0) return -1;
+  std::istringstream locks(read_text("/proc/locks"));
+  // "1: FLOCK  ADVISORY  WRITE 4242 00:2a:1234567 0 EOF"; a waiter's line has "->" after the number
+  for (std::string line; std::getline(locks, line);) {
+    std::istringstream f(line);
+    std::string id, type, kind, mode, pid, where;
+    f >> id >> type >> kind >> mode >> pid >> where;
+    if (type != "FLOCK" || where.rfind(':') == std::string::npos) continue;
+    if (where.substr(where.rfind(':') + 1) == std::to_string(st.st_ino)) return std::stol(pid);
   }
-  if (d) ::closedir(d);
-  return found;
+  return -1;
 }
 
 // Every file and folder under `dir`: relative path -> "size mtime" (mtime in nanoseconds).

@@ -1,5 +1,5 @@
-// defines: the trainer's plumbing: the data by flag, the learning-rate schedule, the optimizer by
-// flag, and --nproc-per-node (re-running this program under chapter 02's launcher).
+// defines: the trainer's plumbing: the data by flag, the learning-rate schedule and the
+// optimizer by flag.
 #pragma once
 #include <torch/torch.h>
 
@@ -36,9 +36,5 @@ OptimizerFactory optimizer_factory(const TrainerOptions& o);
 void zero_grad(torch::optim::Optimizer& optimizer);
 
 int64_t count_parameters(const std::vector<torch::Tensor>& params);
-
-// --nproc-per-node N: replaces this process with `02_spawn --nproc-per-node N -- <this program>
-// <the same flags>`; chapter 02's launcher forks the ranks, watches them and reports failures.
-int relaunch_with_02_spawn(int argc, char** argv, int nproc, const CommonFlags& flags, const TrainerOptions& o);
 
 }  // namespace ddp

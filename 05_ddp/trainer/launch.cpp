@@ -1,5 +1,5 @@
-// provides: --nproc-per-node through chapter 02's launcher, linked in (its main.cpp compiled a
-// second time, main() renamed: CMakeLists.txt).
+// provides: --nproc-per-node through chapter 02's launcher, linked in (the object of its main.cpp,
+// main() renamed: ddp_renamed_main in CMakeLists.txt).
 #include "05_ddp/trainer/launch.h"
 
 #include <string>
@@ -9,7 +9,7 @@
 #include "common/basics/errors.h"
 #include "common/basics/paths.h"
 
-int ddp_chapter02_main(int argc, char** argv);  // 02_spawn/main.cpp's main()
+extern "C" int ddp_chapter02_main(int argc, char** argv);  // 02_spawn/main.cpp's main(), renamed (CMakeLists.txt)
 
 namespace ddp {
 

@@ -174,26 +174,20 @@ std::optional<ProcResult> ask_reference_server(const std::vector<std::string>& a
   return r;
 }
 
-// ctest's fixture around the parity cases (tests/CMakeLists.txt), started as any process of the
-// tests is (run_one): the server has the environment a case's own Python would have.
-TEST(PythonReference, Start) {
+// ctest's fixture around the parity cases (tests/CMakeLists.txt): `reference_server.py start` and
+// `stop`, started as any process of the tests is (run_one), so that the server has the environment
+// a case's own Python would have.
+void reference_server(const char* command) {
 #ifndef DDP_REFERENCE_PYTHON
   GTEST_SKIP() << "no Python with PyTorch configured (DDP_REFERENCE_PYTHON): scripts/build.sh sets it";
 #else
-  auto r = run_one({{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/reference_server.py", "start", kReferenceSocket}}, 120);
+  auto r = run_one({{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/reference_server.py", command, kReferenceSocket}}, 120);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::cout << r.output;
 #endif
 }
-TEST(PythonReference, Stop) {
-#ifndef DDP_REFERENCE_PYTHON
-  GTEST_SKIP() << "no Python with PyTorch configured (DDP_REFERENCE_PYTHON): scripts/build.sh sets it";
-#else
-  auto r = run_one({{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/reference_server.py", "stop", kReferenceSocket}}, 30);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  std::cout << r.output;
-#endif
-}
+TEST(PythonReference, Start) { reference_server("start"); }
+TEST(PythonReference, Stop) { reference_server("stop"); }
 
 // The server answers as the reference run by itself does, and refuses a client whose kernels
 // would differ (it runs among the parity cases, after PythonReference.Start).

@@ -1,21 +1,21 @@
-"""tests/trainer_reference.py served to the parity tests by one process that imported torch once.
+"""The parity tests' Python references (tests/trainer_reference.py, tests/ddp_reference.py) served
+by one process that imported torch once.
 
-  reference_server.py start SOCKET   imports torch and the reference, listens on the UNIX socket
+  reference_server.py start SOCKET   imports torch and the references, listens on the UNIX socket
                                      SOCKET in the background, and returns once it listens
                                      (ctest's fixture PythonReference.Start)
   reference_server.py stop SOCKET    asks it to end (PythonReference.Stop)
 
-Why: importing torch costs 1-3.3 s of the clock (Debian's 1.13, PyPI's 2.11) and each of the 39
-parity cases of a build ran the reference as a new Python. Here each request is served by a
+Why: importing torch costs 1-3.3 s of the clock (Debian's 1.13, PyPI's 2.11) and each of the 44
+parity cases of a build ran its reference as a new Python. Here each request is served by a
 child forked from the server, the way the reference already forks its ranks (reference_util.
 run_ranks): the server has run no tensor operation and has no thread, so the child starts where
 a fresh `python trainer_reference.py` would be after its imports. A request is one line of JSON,
-{"argv": [the reference's flags], "env": {the client's variables that libraries read as they load}};
-the child refuses a request whose variables differ from the server's (other kernels would run),
-else runs trainer_reference.main() with the flags, its stdout and stderr the connection, and ends
-with the line "[reference exit N]". The C++ side
-(run_reference in tests/test_trainer.cpp) runs the reference itself when no server answers. The
-server ends when asked, when its socket file is gone, or after 30 minutes without a request.
+{"script": "trainer_reference.py", "argv": [its flags], "env": {the client's variables that the
+libraries read as they load}}; the child refuses a request whose variables differ from the
+server's (other kernels would run), else runs the script's main() with the flags, its stdout and
+stderr the connection, and ends with the line "[reference exit N]". The C++ side (run_reference
+in tests/reference.cpp) runs the reference itself when no server answers. The server ends when asked, when its socket file is gone, or after 30 minutes without a request.
 """
 import json
 import os
@@ -37,9 +37,16 @@ def load_time_env(env):
     return {k: v for k, v in env.items() if k.startswith(LOAD_TIME)}
 
 
+SCRIPTS = ("trainer_reference.py", "ddp_reference.py")  # chapter 05's reference, chapters 03-04's
+
+
 def run_case(conn, request, started_with):
     """In the forked child: the reference's main() with the request's flags, output to the client."""
-    import trainer_reference
+    script = request.get("script", SCRIPTS[0])
+    if script not in SCRIPTS:
+        conn.sendall(f"[reference server refused: it serves {' and '.join(SCRIPTS)}, not {script}]\n".encode())
+        return
+    reference = __import__(script[:-3])
     ours, theirs = started_with, request.get("env", {})
     if ours != theirs:  # no verdict line: the client runs the reference itself
         differ = sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k))
@@ -47,9 +54,9 @@ def run_case(conn, request, started_with):
         return
     os.dup2(conn.fileno(), 1)
     os.dup2(conn.fileno(), 2)
-    sys.argv = [trainer_reference.__file__] + list(request["argv"])
+    sys.argv = [reference.__file__] + list(request["argv"])
     try:
-        code = trainer_reference.main()
+        code = reference.main()
     except SystemExit as e:  # argparse's errors (2), sys.exit() calls
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BaseException:  # noqa: B036 - whatever it was, the client gets its trace and exit 1
@@ -73,7 +80,8 @@ def read_line(conn, limit=1 << 20):
 def serve(path, ready_fd):
     started_with = load_time_env(os.environ)  # before the reference sets its own (OPENBLAS_NUM_THREADS)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import trainer_reference  # noqa: F401 - torch and the reference, once
+    import ddp_reference  # noqa: F401 - torch and the references, once
+    import trainer_reference  # noqa: F401
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     if os.path.exists(path):
         os.unlink(path)
@@ -97,7 +105,7 @@ def serve(path, ready_fd):
         if request.get("stop"):
             conn.close()
             break
-        print(f"{time.strftime('%H:%M:%S')} serving: {' '.join(request.get('argv', []))}")
+        print(f"{time.strftime('%H:%M:%S')} serving: {request.get('script')} {' '.join(request.get('argv', []))}")
         sys.stdout.flush()
         sys.stderr.flush()
         if os.fork() == 0:
@@ -134,7 +142,7 @@ def start(path):
         with open(path + ".log") as f:
             print(f"the reference server did not start (pid {pid}); it said:\n{f.read()}")
         return 1
-    print(f"serving tests/trainer_reference.py on {path} (pid {pid}): torch imported once for the parity cases")
+    print(f"serving tests/{' and tests/'.join(SCRIPTS)} on {path} (pid {pid}): torch imported once for the parity cases")
     return 0
 
 

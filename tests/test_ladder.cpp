@@ -7,6 +7,7 @@
 #include <set>
 
 #include "proc.h"
+#include "reference.h"
 
 using namespace ddp_test;
 
@@ -31,16 +32,6 @@ std::string expect_checks_passed(const ProcResult& r, int world) {
   const std::set<std::string> prints = fingerprints(r.output);
   EXPECT_EQ(prints.size(), 1u) << r.output;
   return prints.empty() ? "" : *prints.begin();
-}
-
-std::string reference_python_skip_reason() {
-#ifndef DDP_REFERENCE_PYTHON
-  return "no Python with PyTorch configured (DDP_REFERENCE_PYTHON): scripts/build.sh sets it";
-#else
-  auto r = run_one({{DDP_REFERENCE_PYTHON, "-c", "import torch.distributed"}}, 60);
-  if (r.exit_code != 0) return std::string(DDP_REFERENCE_PYTHON) + " cannot import torch: " + r.output;
-  return "";
-#endif
 }
 
 }  // namespace
@@ -147,9 +138,9 @@ void PrintTo(const Parity& p, std::ostream* os) { *os << p.name; }
 class MatchesPyTorchDDP : public ::testing::TestWithParam<Parity> {};
 
 TEST_P(MatchesPyTorchDDP, FinalParameters) {
-  const std::string why = reference_python_skip_reason();
-  if (!why.empty()) GTEST_SKIP() << why;
-#ifdef DDP_REFERENCE_PYTHON
+#ifndef DDP_REFERENCE_PYTHON
+  GTEST_SKIP() << "no Python with PyTorch configured (DDP_REFERENCE_PYTHON): scripts/build.sh sets it";
+#else
   const Parity& p = GetParam();
   const std::string dir = temp_dir();
   std::vector<std::string> args = {"--save-init", dir + "/init.pt", "--save-params", dir + "/final.pt"};
@@ -161,7 +152,7 @@ TEST_P(MatchesPyTorchDDP, FinalParameters) {
   for (auto& a : p.args) {
     if (a != "--comm" && a != "async" && a != "sync") py.argv.push_back(a);  // a C++-only choice
   }
-  auto r = run_one(py, 180);
+  auto r = run_reference(py, /*served=*/true, 180);  // one import of torch (Note [One import of torch for the parity cases])
   std::system(("rm -rf " + dir).c_str());
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find(": OK"), std::string::npos) << r.output;

@@ -28,6 +28,7 @@
 #include "common/observe/trace.h"
 #include "kernels.h"
 #include "proc.h"
+#include "reference.h"
 
 using namespace ddp_test;
 
@@ -109,71 +110,6 @@ const std::vector<std::string> kOtherBlasSaid = {};  // PyPI's torch: MKL, pinne
 const std::vector<std::string> kOtherBlasSaid = {"Core: Sandybridge"};
 #endif
 void PrintTo(const TrainerParity& p, std::ostream* os) { *os << p.name; }
-const std::string kReferenceSocket = std::string(DDP_BIN_DIR) + "/reference.sock";
-
-// Note [One import of torch for the parity cases]
-// Importing torch takes 1 s of the clock with Debian's 1.13 and 3.3 s with PyPI's 2.11, and each
-// parity case ran the reference as a new Python: 39 imports a build. ctest's fixture
-// PythonReference.Start (tests/CMakeLists.txt) starts tests/reference_server.py, which imports
-// torch once and serves each case from a child it forks (the way the reference forks its ranks),
-// on a socket in the build folder. A case asks it when it runs, else (no server: a test run
-// outside ctest, or the server gone) runs the reference itself; the output and the exit code
-// are the same either way, and the case says which served it.
-// `extra`: variables to send as if this process had them (a test of the refusal).
-std::optional<ProcResult> ask_reference_server(const std::vector<std::string>& args, double deadline_s,
-                                               const std::map<std::string, std::string>& extra = {}) {
-  const std::string& path = kReferenceSocket;
-  sockaddr_un addr{};
-  if (path.size() >= sizeof(addr.sun_path) || ::access(path.c_str(), F_OK) != 0) return std::nullopt;
-  addr.sun_family = AF_UNIX;
-  std::strcpy(addr.sun_path, path.c_str());
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return std::nullopt;
-  // The variables the libraries read as they load: the server refuses a case whose differ from its own.
-  nlohmann::json env = nlohmann::json::object();
-  for (char** e = environ; *e; ++e) {
-    const std::string kv = *e, name = kv.substr(0, kv.find('='));
-    for (const char* prefix : {"OPENBLAS_", "DNNL_", "ONEDNN_", "MKL_", "OMP_", "KMP_", "GOMP_", "ATEN_"}) {
-      if (name.rfind(prefix, 0) == 0) env[name] = kv.substr(kv.find('=') + 1);
-    }
-  }
-  for (const auto& [k, v] : extra) env[k] = v;
-  const std::string request = nlohmann::json{{"argv", args}, {"env", env}}.dump() + "\n";
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) {
-    ::close(fd);
-    return std::nullopt;
-  }
-  ProcResult r;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  for (char buf[65536];;) {
-    pollfd p{fd, POLLIN, 0};
-    const int left_ms = static_cast<int>((deadline_s - elapsed()) * 1000);
-    if (left_ms <= 0 || ::poll(&p, 1, left_ms) != 1) {
-      r.timed_out = true;
-      break;
-    }
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n <= 0) break;
-    r.output.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);  // a case that hung is left to the reference's own 40 s limit
-  r.seconds = elapsed();
-  static const std::regex verdict("\n\\[reference exit (-?[0-9]+)\\]\n$");
-  std::smatch m;
-  if (std::regex_search(r.output, m, verdict)) {
-    r.exit_code = std::stoi(m[1]);
-    r.output.erase(static_cast<size_t>(m.position(0)));
-  } else if (!r.timed_out && r.output.find("Timeout (0:00:") == std::string::npos) {
-    // Refused (another environment), or the server went away mid-case: run it here.
-    std::cout << "the reference server gave no verdict" << (r.output.empty() ? "" : ": " + r.output) << "; the case runs it itself\n";
-    return std::nullopt;
-  }
-  r.output = "[served by tests/reference_server.py]\n" + r.output;
-  return r;
-}
-
 // ctest's fixture around the parity cases (tests/CMakeLists.txt): `reference_server.py start` and
 // `stop`, started as any process of the tests is (run_one), so that the server has the environment
 // a case's own Python would have.
@@ -200,33 +136,13 @@ TEST(PythonReference, ServesWhatTheReferencePrintsByItselfAndRefusesAnotherEnvir
   py.argv.insert(py.argv.end(), args.begin(), args.end());
   const ProcResult alone = run_one(py, 60);
   ASSERT_EQ(alone.exit_code, 0) << alone.output;
-  const auto served = ask_reference_server(args, 60);
+  const auto served = ask_reference_server("trainer_reference.py", args, 60);
   ASSERT_TRUE(served.has_value()) << "no reference server answers on " << kReferenceSocket << " (PythonReference.Start starts it)";
   EXPECT_EQ(served->exit_code, 0) << served->output;
   EXPECT_EQ(served->output, "[served by tests/reference_server.py]\n" + alone.output);
-  const auto refused = ask_reference_server(args, 60, {{"OPENBLAS_CORETYPE", "Sandybridge"}});
+  const auto refused = ask_reference_server("trainer_reference.py", args, 60, {{"OPENBLAS_CORETYPE", "Sandybridge"}});
   EXPECT_FALSE(refused.has_value()) << "served although its kernels would differ:\n" << refused->output;
 #endif
-}
-
-// Runs trainer_reference.py (`served`: by the reference server when one answers). Its harness
-// hung, printing nothing, twice in 2 CI runs when its ranks were forkserver children, and once in
-// 6 full runs since they are forked (torch 2.11, the bf16 reference), never by hand. A hung rank
-// prints its stack at 38 s; at 40 s the harness dumps its own and exits; it is then run once
-// more, saying so: a test fails on a hang only if the reference hangs twice in a row.
-ProcResult run_reference(const ProcSpec& py, bool served = false) {
-  auto once = [&] {
-    if (served && py.env.empty()) {  // the server has ctest's environment: a case that sets its own runs apart
-      if (auto r = ask_reference_server(std::vector<std::string>(py.argv.begin() + 2, py.argv.end()), 45)) return *r;
-    }
-    return run_one(py, 45);
-  };
-  ProcResult r = once();
-  if (r.timed_out || r.output.find("Timeout (0:00:") != std::string::npos) {
-    std::cout << "the Python reference did not finish (its harness, not the C++ run): once more; it said:\n" << r.output << "\n";
-    r = once();
-  }
-  return r;
 }
 
 class TrainerMatchesPyTorchDDP : public ::testing::TestWithParam<TrainerParity> {};

@@ -23,7 +23,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from reference_util import compare, load_list, run_ranks
+from reference_util import compare, leave, load_list, run_ranks
 
 FEATURES, HIDDEN = 8, 16
 
@@ -63,8 +63,7 @@ def worker(rank, args, store_file, out_file):
         opt.step()
     if rank == 0:
         torch.save([p.detach().clone() for p in model.parameters()], out_file)
-    dist.barrier()
-    dist.destroy_process_group()
+    leave()
 
 
 def main():

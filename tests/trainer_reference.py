@@ -35,7 +35,7 @@ from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from reference_util import compare, load_list, run_ranks
+from reference_util import compare, leave, load_list, run_ranks
 
 
 def read_idx(path, dims):
@@ -146,18 +146,6 @@ def train_step(a, ddp, opt, step, total, micro_batches):
         with ddp.no_sync() if k + 1 < len(micro_batches) else contextlib.nullcontext():
             (nn.functional.cross_entropy(ddp(x), y) / float(len(micro_batches))).backward()
     opt.step()
-
-
-def leave():
-    """Ends a rank once rank 0 has saved the parameters: a barrier, then os._exit(0), which skips
-    the teardown of the rank's DDP object and its Gloo process group. The references hung about
-    once in 6 full test runs; the one hang caught with its stack was there: at 38 s the rank was
-    inside the call of worker() with no frame of worker() left, that is, in the destructors of its
-    locals, with one thread of Gloo's besides. torch.multiprocessing counts exit code 0 as success."""
-    dist.barrier()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
 
 
 def worker(rank, a, store_file, out_file):

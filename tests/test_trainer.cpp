@@ -5,20 +5,14 @@
 #include <gtest/gtest.h>
 #include <dirent.h>
 #include <signal.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <map>
-#include <optional>
 #include <nlohmann/json.hpp>
 #include <iostream>
 #include <regex>

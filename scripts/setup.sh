@@ -25,6 +25,36 @@ die() { echo "[setup] error: $*" >&2; exit 2; }
 resolve_flavours "[setup]" ${*:-${DDP_FLAVOURS:-}}
 [ -z "$skipped" ] || say "skipping the ${skipped%%:*} flavour: ${skipped#*: }"
 
+# Note [Waiting for apt]
+# ~~~~~~~~~~~~~~~~~~~~~
+# A fresh VM runs apt itself at first boot (unattended-upgrades, cloud-init), for minutes; apt
+# then refuses a second apt at once ("E: Could not get lock /var/lib/dpkg/lock-frontend. It is
+# held by process 812 (unattended-upgr)"). Then this tries again every 5 s, saying so with the
+# line apt gave, for up to $DDP_APT_WAIT seconds (default 600); past that, or on any other error,
+# it stops with apt's own error lines. The retry is ours rather than apt's DPkg::Lock::Timeout:
+# Debian 12's apt (2.6.1) waits so for dpkg's lock, but `apt-get update -o DPkg::Lock::Timeout=6`
+# with the lists' lock held was refused in 0.6 s. tests/setup_test.sh plays a busy apt.
+apt_wait=${DDP_APT_WAIT:-600}
+[[ $apt_wait =~ ^[0-9]+$ ]] || die "DDP_APT_WAIT must be a number of seconds, not '$apt_wait'"
+apt_busy='Could not get lock|Unable to acquire the dpkg frontend lock|Unable to lock (the )?(directory|administration)'
+apt_install() {  # runs in run_step, its output in the log
+  local start=$SECONDS out
+  while :; do
+    out=$(apt-get update -qq 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" 2>&1) &&
+      { printf '%s\n' "$out"; return 0; }
+    printf '%s\n' "$out"
+    local busy
+    busy=$(printf '%s\n' "$out" | grep -E "$apt_busy" | head -n 1)
+    [ -n "$busy" ] || return 1
+    if [ $((SECONDS - start)) -ge "$apt_wait" ]; then
+      echo "E: apt was still busy after ${apt_wait} s (DDP_APT_WAIT)"
+      return 1
+    fi
+    echo "waiting for another apt to finish ($((SECONDS - start)) s of ${apt_wait}): ${busy#E: }"
+    sleep 5
+  done
+}
+
 # 1. Debian packages (as root; apt-get update only when something is missing).
 # libopenblas0-pthread: Debian's libtorch computes on whatever libblas.so.3 is installed, and
 # --no-install-recommends would leave the reference BLAS, 3-7x slower (Note [Which BLAS] in
@@ -43,10 +73,12 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" = 0 ] || die "missing Debian packages: ${missing[*]}; run this script as root (or install them)"
-  # apt's own lines are many and long: a line every 30 s says it is still going.
-  run_step "[setup]" "installing ${missing[*]} with apt: 1-3 minutes on a fresh machine" "$log" "" \
-    bash -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"' _ "${missing[@]}" ||
-    die "apt-get failed: see $log"
+  # apt's own lines are many and long: a line every 30 s says it is still going, and each wait
+  # for another apt is said.
+  run_step "[setup]" "installing ${missing[*]} with apt: 1-3 minutes on a fresh machine" "$log" 's/^(waiting for .*)/\1/p' \
+    apt_install "${missing[@]}" ||
+    die "apt-get failed (all it printed: $log):
+$(grep -E '^(E|Err|W): ' "$log" | awk '!seen[$0]++' | tail -n 4)"
 fi
 
 # libblas.so.3 and liblapack.so.3 are chosen by update-alternatives; OpenBLAS wins in auto mode,

@@ -1,9 +1,11 @@
 // defines: DistributedDataParallel, the chapter's lesson: chapter 04's hooks, grouped into buckets.
 //
 // Read: buckets.h (the bucket plan), this header down to "Composing onto the class", then
-// ddp.cpp. Skip on a first reading the rest: how going_further/'s pages compose onto the class
-// without the class knowing them (ddp_interface.cpp), and two options of PyTorch's reducer
-// itself (ddp_options.cpp).
+// ddp.cpp, and in ddp_interface.cpp the two functions the lesson calls there: broadcast_from
+// (the constructor's step 1) and describe_buckets (the log's bucket line; exercise 05.2 edits
+// it). Skip on a first reading the rest: how going_further/'s pages compose onto the class
+// without the class knowing them (the rest of ddp_interface.cpp), and two options of PyTorch's
+// reducer itself (ddp_options.cpp).
 #pragma once
 #include <torch/torch.h>
 

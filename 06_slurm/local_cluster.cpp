@@ -48,6 +48,12 @@ namespace ddp {
 //     about 10 s to 2 min), at most --max-requeue times (default 5, as Slurm's MaxBatchRequeue).
 //   * Ctrl-C or SIGTERM to the simulator cancels the job as scancel would: SIGTERM to every task,
 //     SIGKILL KillWait later; no task outlives it.
+//   * The state the job ends in, as Slurm's sacct names it: COMPLETED when every task exited 0;
+//     FAILED when a task ended otherwise (an exit code other than 0, or killed by a signal) before
+//     the limit; TIMEOUT when the limit came first (Slurm's log says "CANCELLED DUE TO TIME
+//     LIMIT", its state is TIMEOUT); CANCELLED by scancel or Ctrl-C; REQUEUE_HOLD when it asked
+//     for a requeue once more than --max-requeue allows. A requeued job ends in the state of its
+//     last run.
 namespace {
 
 constexpr double kKillWait = 5, kRequeueDelay = 2;

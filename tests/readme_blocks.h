@@ -1,5 +1,4 @@
-// defines: a Markdown page cut into its fenced blocks (with the markers and the visible label
-// above each), the shell commands inside a block, and the pages a page links; header-only, for
+// defines: a Markdown page cut into its fenced blocks (with the markers above each), the shell commands inside a block, and the pages a page links; header-only, for
 // the README tests (Note [Walking the READMEs] in test_walk.cpp; Note [Checked examples] in
 // test_docs.cpp reads the same `<!-- checked -->` marker).
 #pragma once
@@ -20,14 +19,15 @@ struct Fence {
   std::string info;                  // "sh", "console", "text", ... ("" when the fence has none)
   std::vector<std::string> body;     // the lines between the fences
   std::vector<std::string> markers;  // the HTML comment lines directly above the fence, top to bottom
-  std::string label;                 // the reason of a "*Not run by the tests: ...*" line right above ("" if none)
-  int label_line = 0;
+  std::string label;                 // the reason of a `<!-- not run: ... -->` marker above ("" if none)
+  int label_line = 0;                // that marker's line
 };
 
-// The visible label of a block the tests do not run, alone on its line, e.g.
-// *Not run by the tests: needs a GPU.*
+// The marker of a block the tests do not run, among the markers right above it, e.g.
+// <!-- not run: needs a GPU -->
+// Invisible, as every marker: the page says in its own words what the block needs.
 inline const std::regex& label_pattern() {
-  static const std::regex re(R"(^\*Not run by the tests: (.+)\*\s*$)");
+  static const std::regex re(R"(^<!-- not run: (.+) -->\s*$)");
   return re;
 }
 
@@ -59,13 +59,13 @@ inline std::vector<Fence> fences(const std::string& text) {
     const std::string fence = m[1];
     size_t above = i;
     while (above > 0 && std::regex_match(lines[above - 1], comment)) --above;
-    for (size_t k = above; k < i; ++k) f.markers.push_back(lines[k]);
-    size_t prose = above;  // the nearest non-blank line above the markers
-    while (prose > 0 && lines[prose - 1].find_first_not_of(" \t") == std::string::npos) --prose;
-    std::smatch lm;
-    if (prose > 0 && std::regex_match(lines[prose - 1], lm, label_pattern())) {
-      f.label = lm[1];
-      f.label_line = static_cast<int>(prose);
+    for (size_t k = above; k < i; ++k) {
+      f.markers.push_back(lines[k]);
+      std::smatch lm;
+      if (f.label.empty() && std::regex_match(lines[k], lm, label_pattern())) {
+        f.label = lm[1];
+        f.label_line = static_cast<int>(k) + 1;
+      }
     }
     size_t j = i + 1;
     for (; j < lines.size(); ++j) {

@@ -471,9 +471,8 @@ struct Page {
   std::vector<std::pair<int, std::string>> prose;
   std::set<std::string> anchors;
 };
-Page read_page(const fs::path& path) {
+Page read_page_text(std::istream& in) {
   Page page;
-  std::ifstream in(path);
   bool fenced = false;
   std::map<std::string, int> seen;
   int n = 0;
@@ -495,6 +494,10 @@ Page read_page(const fs::path& path) {
     }
   }
   return page;
+}
+Page read_page(const fs::path& path) {
+  std::ifstream in(path);
+  return read_page_text(in);
 }
 
 }  // namespace
@@ -562,6 +565,105 @@ TEST(Docs, TopReadmeIsAPageALearnerReads) {
   for (std::string l; std::getline(in, l);) ++lines;
   EXPECT_GT(lines, 0);
   EXPECT_LE(lines, 250) << "README.md has " << lines << " lines: move maintainers' material into docs/";
+}
+
+// ---- Pages that speak to the learner ----
+
+namespace {
+
+// A page a learner reads: the top README, the chapters' pages, the exercises' and common/'s
+// READMEs (docs/ and bench/ are the maintainers' and the curious reader's).
+bool learner_page(const std::string& page) {
+  static const std::regex re(R"(^(README\.md|\d\d_[^/]+/.*\.md|exercises/README\.md|common/README\.md)$)");
+  return std::regex_match(page, re);
+}
+
+// What a learner page must not say, line by line (outside code blocks and invisible markers):
+// the harness's and the maintainers' words; and a going-further page opens with its point, the
+// way back to its chapter after it (its first paragraph, not its first words).
+std::vector<std::string> learner_page_problems(const std::string& name, const std::string& text) {
+  std::vector<std::string> problems;
+  std::istringstream in(text);
+  const Page page = read_page_text(in);
+  const std::regex marker("<!--.*?-->");
+  const std::vector<std::pair<std::regex, std::string>> harness = {
+      {std::regex(R"(Not run by the tests)"), "a note for the tests: make it an invisible <!-- not run: ... --> marker"},
+      {std::regex(R"(\bthe walk of)", std::regex::icase), "the tests' walk of the pages: a maintainer's word"},
+      {std::regex(R"(\bissue\s+\d+)", std::regex::icase), "an issue number: a maintainer's word"},
+  };
+  const std::regex heading(R"(^#{1,6}\s.*)"), dated(R"(\b20\d\d-\d\d-\d\d\b)");
+  for (const auto& [n, raw] : page.prose) {
+    const std::string line = std::regex_replace(raw, marker, "");
+    const std::string where = name + ":" + std::to_string(n) + ": ";
+    for (const auto& [re, why] : harness) {
+      if (std::regex_search(line, re)) problems.push_back(where + why);
+    }
+    if (std::regex_match(line, heading) && std::regex_search(line, dated)) problems.push_back(where + "a date in a heading");
+  }
+  if (name.find("going_further") != std::string::npos) {
+    // The first paragraph after the title.
+    std::string first;
+    bool titled = false;
+    for (const auto& [n, line] : page.prose) {
+      if (!titled) {
+        titled = line.rfind("# ", 0) == 0;
+        continue;
+      }
+      if (line.empty()) {
+        if (first.empty()) continue;
+        break;
+      }
+      first += (first.empty() ? "" : " ") + line;
+    }
+    if (first.rfind("Back to", 0) == 0) problems.push_back(name + ": opens with the way back; open with the page's point in one sentence");
+    if (first.find("](../README.md)") == std::string::npos && first.find("](README.md)") == std::string::npos) {
+      problems.push_back(name + ": the first paragraph has no way back to its chapter");
+    }
+  }
+  return problems;
+}
+
+}  // namespace
+
+TEST(Docs, LearnerPagesSpeakToTheLearner) {
+  int pages = 0;
+  for (const std::string& page : markdown_files()) {
+    if (!learner_page(page)) continue;
+    ++pages;
+    std::ifstream in(fs::path(DDP_SOURCE_DIR) / page);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (const std::string& p : learner_page_problems(page, text)) ADD_FAILURE() << p;
+  }
+  EXPECT_GE(pages, 20) << "the learner pages were not found";
+}
+
+// The same check on planted faults: each is found, and what is right is not.
+TEST(Docs, LearnerPageCheckFindsPlantedHarnessWords) {
+  const std::string good =
+      "# Zero (chapter 05, going further)\n\nZeRO-1 shards the optimizer state. Back to\n[the chapter](../README.md).\n\n"
+      "<!-- not run: needs a GPU -->\n```sh\n./x   # Not run by the tests in a comment of code is code\n```\n"
+      "The walk itself is cheap: 14 nodes.\n";
+  EXPECT_TRUE(learner_page_problems("05_ddp/going_further/zero.md", good).empty())
+      << ::testing::PrintToString(learner_page_problems("05_ddp/going_further/zero.md", good));
+  const std::string bad =
+      "# Zero (chapter 05, going further)\n\nBack to [the chapter](../README.md). ZeRO-1 shards it.\n\n"  // 3
+      "*Not run by the tests: needs a GPU.*\n"                                                        // 5
+      "run.sh is where the walk of these pages starts\n"                                              // 6
+      "## Measured (issue 14)\n"                                                                      // 7
+      "## One run, 2026-11-24\n";                                                                     // 8
+  const auto found = learner_page_problems("05_ddp/going_further/zero.md", bad);
+  const std::string all = ::testing::PrintToString(found);
+  auto has = [&](const std::string& s) { return std::any_of(found.begin(), found.end(), [&](const std::string& p) { return p.find(s) != std::string::npos; }); };
+  EXPECT_TRUE(has("zero.md:5: a note for the tests")) << all;
+  EXPECT_TRUE(has("zero.md:6: the tests' walk")) << all;
+  EXPECT_TRUE(has("zero.md:7: an issue number")) << all;
+  EXPECT_TRUE(has("zero.md:8: a date in a heading")) << all;
+  EXPECT_TRUE(has("zero.md: opens with the way back")) << all;
+  EXPECT_EQ(found.size(), 5u) << all;
+  const auto lost = learner_page_problems("05_ddp/going_further/x.md", "# X\n\nA point, and no way back.\n");
+  EXPECT_EQ(lost.size(), 1u) << ::testing::PrintToString(lost);
+  EXPECT_FALSE(learner_page("docs/walk.md"));
+  EXPECT_TRUE(learner_page("05_ddp/going_further/zero.md"));
 }
 
 // ---- Help that tells the truth (Note [Help that tells the truth] in common/basics/cli.cpp) ----

@@ -11,7 +11,7 @@
 // The copy: the repository's files as a clone would have them (`git ls-files`: tracked, plus new
 // files git does not ignore, as they are in the working tree), with `build-cpu` linking to this
 // build. No `.venv` and no `build-cuda`: scripts/run.sh makes neither (the cuda flavour's setup
-// does), so a command that needs them needs a label. In it, first the chapters scripts/run.sh
+// does), so a command that needs them needs a `not run` marker. In it, first the chapters scripts/run.sh
 // runs (it sources scripts/course.sh's; `scripts/course.sh build-cpu` runs the same ones: runs/05_ddp
 // and runs/06_slurm as a learner has them), then the blocks.
 //
@@ -52,11 +52,12 @@
 //   long       only in the long tier (DDP_LONG_TESTS=1): benchmarks, long trainings;
 //   root       only as root (network namespaces), else listed as skipped with the reason;
 //   slurm      long, and only with a running Slurm (SLURM_CONF; scripts/test.sh starts one).
-// A checked block's own root, slurm and timeout= count too. A marker (or a label, below) that
-// no fence follows is refused.
+// A checked block's own root, slurm and timeout= count too. A marker (this one, or `not run`
+// below) that no fence follows is refused.
 // A block a learner is invited to run but the tests cannot (a GPU, a real cluster, a server that
-// waits for a browser) carries a visible line right before it (before its markers):
-//   *Not run by the tests: needs a GPU.*
+// waits for a browser) carries a marker of its own, invisible as the others (the page says in a
+// learner's words what the block needs; the reason is for whoever reads the walk's list):
+//   <!-- not run: needs a GPU -->
 // and is listed with its reason. Every other runnable block runs: one that cannot run here fails
 // the walk, so nothing is left unchecked without saying so.
 // DDP_WALK_SOURCE=<checkout> walks another checkout (a fresh clone, a branch) with this build;
@@ -117,7 +118,7 @@ struct Step {
   std::vector<rb::Command> commands;
   double timeout_s = kDefaultTimeout;
   bool long_tier = false, root = false, slurm = false;
-  std::string not_run;  // the visible label's reason
+  std::string not_run;  // the reason its `not run` marker gives
 };
 
 bool is_shell(const std::string& info) { return info == "sh" || info == "bash" || info == "shell"; }
@@ -125,7 +126,7 @@ bool is_shell(const std::string& info) { return info == "sh" || info == "bash" |
 // The blocks of one page to walk, in order; what is malformed goes to `problems`.
 std::vector<Step> steps_of(const std::string& page, const std::string& text, std::vector<std::string>& problems) {
   std::vector<Step> steps;
-  // A walk marker or a label that no fence follows would be silently ignored: refused.
+  // A walk or `not run` marker that no fence follows would be silently ignored: refused.
   const std::vector<std::string> lines = rb::lines_of(text);
   std::vector<bool> fenced_or_attached(lines.size() + 1, false);
   for (const rb::Fence& f : rb::fences(text)) {
@@ -135,8 +136,8 @@ std::vector<Step> steps_of(const std::string& page, const std::string& text, std
   for (size_t k = 1; k <= lines.size(); ++k) {
     if (fenced_or_attached[k]) continue;
     if (lines[k - 1].rfind("<!-- walk", 0) == 0 || std::regex_match(lines[k - 1], rb::label_pattern())) {
-      problems.push_back(page + ":" + std::to_string(k) + ": a walk marker or 'Not run by the tests' label that no fence follows " +
-                         "(the marker goes on the line right before the fence, the label right before the block)");
+      problems.push_back(page + ":" + std::to_string(k) + ": a walk or 'not run' marker that no fence follows " +
+                         "(markers go on the lines right before the fence)");
     }
   }
   for (const rb::Fence& f : rb::fences(text)) {
@@ -152,7 +153,7 @@ std::vector<Step> steps_of(const std::string& page, const std::string& text, std
     if (checked && !console) problems.push_back(where + "a checked block shows commands and their output: fence it ```console");
     if (!console && !is_shell(f.info)) {
       if (walk) problems.push_back(where + "a walk marker on a ```" + f.info + " block, which is not run");
-      if (!f.label.empty()) problems.push_back(where + "a 'Not run by the tests' label on a ```" + f.info + " block, which is not run anyway");
+      if (!f.label.empty()) problems.push_back(where + "a 'not run' marker on a ```" + f.info + " block, which is not run anyway");
       continue;
     }
     Step s{page, f.line, rb::commands(f.body, f.line + 1, console)};
@@ -171,7 +172,7 @@ std::vector<Step> steps_of(const std::string& page, const std::string& text, std
                            ": `sudo`: the course runs as root, where Debian has no sudo; say 'as root' and mark the block <!-- walk: root -->");
       }
     }
-    if (!f.label.empty() && walk) problems.push_back(where + "both a walk marker and a 'Not run by the tests' label");
+    if (!f.label.empty() && walk) problems.push_back(where + "both a walk marker and a 'not run' marker");
     for (const std::string& o : walk.value_or(std::vector<std::string>{})) {
       if (o == "long") s.long_tier = true;
       else if (o == "root") s.root = true;
@@ -506,7 +507,7 @@ TEST(ReadmeWalk, ReadsCommandsContinuationsBackgroundAndExitComments) {
       "./c --fail   # exit 75: checkpointed; the same command resumes\n"  // 9
       "./d && ./e\n"                                              // 10
       "```\n"                                                     // 11
-      "*Not run by the tests: needs a GPU.*\n"                    // 12
+      "<!-- not run: needs a GPU -->\n"                           // 12
       "<!-- checked: exit=1 -->\n"                                // 13
       "```console\n"                                              // 14
       "$ ./f &\n"                                                 // 15
@@ -518,7 +519,7 @@ TEST(ReadmeWalk, ReadsCommandsContinuationsBackgroundAndExitComments) {
   ASSERT_EQ(fences.size(), 2u);
   EXPECT_EQ(fences[0].info, "sh");
   EXPECT_EQ(fences[0].markers, std::vector<std::string>{"<!-- walk: timeout=300 -->"});
-  EXPECT_EQ(fences[1].label, "needs a GPU.");
+  EXPECT_EQ(fences[1].label, "needs a GPU");
   EXPECT_EQ(fences[1].label_line, 12);
   std::vector<std::string> problems;
   const auto steps = steps_of("P.md", page, problems);
@@ -544,7 +545,7 @@ TEST(ReadmeWalk, ReadsCommandsContinuationsBackgroundAndExitComments) {
   EXPECT_EQ(d[1].line, 16);
   EXPECT_EQ(d[1].text, "./g \\\n  --h");
   EXPECT_EQ(d[1].exit, 1);
-  EXPECT_EQ(steps[1].not_run, "needs a GPU.");
+  EXPECT_EQ(steps[1].not_run, "needs a GPU");
   // Links: relative to the page, first occurrence, never from inside a fence.
   EXPECT_EQ(rb::linked_pages("05_ddp/README.md", "[a](going_further/amp.md) [b](../docs/x.md#part) [c](going_further/amp.md) "
                                                  "[w](https://x.org/y.md)\n```text\n[d](e.md)\n```\n"),
@@ -560,9 +561,9 @@ TEST(ReadmeWalk, RefusesWhatItCannotReadWithoutGuessing) {
            "<!-- checked -->\n```text\n$ ./c\n```\n"           // 11: checked, not console
            "```bash\nsudo ./d --link 1gbit\n```\n"             // 14: sudo on 15
            "<!-- walk: timeout=1m -->\n```sh\n./e\n```\n"      // 17: unknown option, fence 18
-           "*Not run by the tests: it is output.*\n```text\nx\n```\n"  // 21: label on text, fence 22
+           "<!-- not run: it is output -->\n```text\nx\n```\n"  // 21: marker on text, fence 22
            "<!-- walk: long -->\n\n```sh\n./f\n```\n"        // 25: a marker a blank line away
-           "*Not run by the tests: a GPU.*\nSome prose.\n",    // 30: a label with no block
+           "<!-- not run: a GPU -->\nSome prose.\n",    // 30: a marker with no block
            problems);
   const std::string all = joined(problems);
   EXPECT_TRUE(mentions(problems, "P.md:1: a fence without an info string")) << all;
@@ -571,9 +572,9 @@ TEST(ReadmeWalk, RefusesWhatItCannotReadWithoutGuessing) {
   EXPECT_TRUE(mentions(problems, "P.md:11: a checked block shows commands and their output")) << all;
   EXPECT_TRUE(mentions(problems, "P.md:15: `sudo`")) << all;
   EXPECT_TRUE(mentions(problems, "P.md:18: unknown walk option 'timeout=1m'")) << all;
-  EXPECT_TRUE(mentions(problems, "P.md:22: a 'Not run by the tests' label on a ```text block")) << all;
-  EXPECT_TRUE(mentions(problems, "P.md:25: a walk marker or 'Not run by the tests' label that no fence follows")) << all;
-  EXPECT_TRUE(mentions(problems, "P.md:30: a walk marker or 'Not run by the tests' label that no fence follows")) << all;
+  EXPECT_TRUE(mentions(problems, "P.md:22: a 'not run' marker on a ```text block")) << all;
+  EXPECT_TRUE(mentions(problems, "P.md:25: a walk or 'not run' marker that no fence follows")) << all;
+  EXPECT_TRUE(mentions(problems, "P.md:30: a walk or 'not run' marker that no fence follows")) << all;
   EXPECT_EQ(problems.size(), 9u) << all;
 }
 
@@ -615,7 +616,7 @@ TEST(ReadmeWalk, CatchesAWrongExitAnUnlabelledBlockAndAHang) {
                                             "```sh\n"                                        // 8
                                             "./build-cuda/05_ddp --backend nccl\n"           // 9
                                             "```\n"                                          // 10
-                                            "*Not run by the tests: needs a GPU.*\n"         // 11
+                                            "<!-- not run: needs a GPU -->\n"                // 11
                                             "```sh\n"                                        // 12
                                             "./build-cuda/05_ddp --backend nccl\n"           // 13
                                             "```\n"                                          // 14

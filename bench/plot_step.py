@@ -9,6 +9,7 @@ Usage: bench/plot_step.py --trace runs/05_picture/trace.json --out runs/05_pictu
              gradient sizes must be its parameters'
   --ddp-sim: the simulator (default build-cpu/ddp_sim); --dump-drawn FILE: every bar and mark as
              drawn (tests/pictures_test.py compares them with the trace)
+  --figures FILE: the figures of the step drawn, as JSON (Note [One reference step] below)
 The step drawn is rank 0's median step by duration, leaving out the first (one bucket, then
 rebuilt: Note [Rebuilding the buckets]). The PNG carries the sha256 of the trace and of ddp_sim's
 output (Note [Pictures that carry their inputs] in bench/plotting.py).
@@ -111,7 +112,13 @@ def bar(ax, y, start, end, colour, gid, label=None, height=0.6, **kw):
 
 def hidden_share(step):
     """Of the time some all-reduce of this step was in flight, the part before backward's own
-    work ended (Note [Overlap share] in 05_ddp/beyond/overlap.cpp, for one step)."""
+    work ended (Note [Overlap share] in 05_ddp/beyond/overlap.cpp, for one step), in %."""
+    hidden, total = hidden_share_parts(step)
+    return hidden / total * 100 if total else 0.0
+
+
+def hidden_share_parts(step):
+    """(hidden, in flight) in us: the two sums hidden_share divides."""
     total = hidden = 0.0
     start = end = None
     for _, s, e, _ in sorted(step["buckets"], key=lambda b: b[1]) + [(None, float("inf"), float("inf"), 0)]:
@@ -122,12 +129,51 @@ def hidden_share(step):
             start, end = s, e
         else:
             end = max(end, e)
-    return hidden / total * 100 if total else 0.0
+    return hidden, total
+
+
+# Note [One reference step]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~
+# The pages tell one CNN step at 2 ranks in several places (05's README under its picture, the
+# timelines page, docs/observing.md): how long backward took, when each bucket was ready, how
+# long its all-reduce took, how much of it was hidden. Told from different runs, the same step
+# had six overlap shares. So there is one reference step, the one the picture draws (rank 0's
+# median step of bench/pictures/cnn_2ranks_trace.json), and its figures are written once, to
+# bench/pictures/step_cnn_2ranks.figures.json, by the command that draws it. A paragraph that
+# tells that step names the file (<!-- figures: ... --> above it), and Docs.EveryFigureHasItsSource
+# holds every figure it gives to one of the file's values, rounded as the page writes it;
+# Pictures.DrawnFromTheDataNotStale holds the file to what the trace gives now.
+def figures_of(steps, number, sim, compute_ms):
+    """The reference step's figures (ms from rank 0's clock; shares in %), rounded to 0.001."""
+    r3 = lambda x: round(x, 3)  # noqa: E731
+    def one(rank):
+        s = steps[rank][number]
+        back = s["backward"][0]
+        return {
+            "forward_ms": r3((s["forward"][1] - s["forward"][0]) / 1e3),
+            "backward_ms": r3((s["computed"] - back) / 1e3),
+            "optimizer_ms": r3((s["optimizer"][1] - s["optimizer"][0]) / 1e3),
+            "exposed_ms": r3((max([s["computed"]] + [e for _, _, e, _ in s["buckets"]]) - s["computed"]) / 1e3),
+            "hidden_pct": r3(hidden_share(s)),
+            "buckets": [{"bucket": b, "bytes": nbytes, "mib": r3(nbytes / 2**20), "kib": r3(nbytes / 2**10),
+                         "starts_ms_into_backward": r3((start - back) / 1e3), "allreduce_ms": r3((end - start) / 1e3)}
+                        for b, start, end, nbytes in s["buckets"]],
+        }
+    later = [n for n in steps[0] if n > 1]
+    spans = [hidden_share_parts(steps[0][n]) for n in later]
+    return {
+        "what": "rank 0's median step of bench/pictures/cnn_2ranks_trace.json (bench/plot_step.py, Note [One reference step])",
+        "step": number, "steps_traced": len(steps[0]), "ranks": len(steps),
+        "rank0": one(0), "rank1": one(1) if 1 in steps else None,
+        "rank0_hidden_pct_steps_after_the_first": r3(sum(h for h, _ in spans) / sum(t for _, t in spans) * 100),
+        "simulated": {"compute_ms": r3(compute_ms), "hidden_pct": sim["hidden"], "step_ms": sim["step"]},
+    }
 
 
 def main():
     ap = plotting.arguments(__doc__)
     ap.add_argument("--trace", required=True)
+    ap.add_argument("--figures")
     ap.add_argument("--profile", default=os.path.join(plotting.ROOT, "bench", "profiles", "cnn.json"))
     a = ap.parse_args()
     trace_bytes, events = read_events(a.trace)
@@ -224,6 +270,10 @@ def main():
     fig.tight_layout(rect=(0, 0.1, 1, 1))
 
     plotting.save(fig, a.out, {"trace": trace_bytes, "ddp_sim": sim_text}, "bench/plot_step.py --trace " + os.path.basename(a.trace))
+    if a.figures:
+        with open(a.figures, "w") as f:
+            json.dump(figures_of(steps, number, sim, compute_ms), f, indent=1)
+            f.write("\n")
     if a.dump_drawn:
         plotting.dump_drawn(fig, a.dump_drawn, {"step": number, "ddp_sim_args": sim_args})
 

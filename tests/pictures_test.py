@@ -8,7 +8,8 @@ carry their inputs] in bench/plotting.py):
      measured step is where the trace, read here on its own, puts it, and every bar of the
      simulated step is ddp_sim's timeline for rank 0's compute of that step;
   3. the step picture that 05's README shows carries the sha256 of the checked-in trace, and of
-     ddp_sim's output for it now.
+     ddp_sim's output for it now; the figures of that step the pages quote
+     (step_cnn_2ranks.figures.json) are what the two give now.
 Usage: tests/pictures_test.py 05_DDP DDP_SIM (the built programs)
 """
 import hashlib
@@ -163,11 +164,18 @@ def main():
         # 3. The checked-in measured picture: the checked-in trace's, and ddp_sim's now.
         trace = os.path.join(PICTURES, "cnn_2ranks_trace.json")
         checked, fresh = os.path.join(PICTURES, "step_cnn_2ranks.png"), os.path.join(scratch, "step_cnn_2ranks.png")
-        run(os.path.join(ROOT, "bench", "plot_step.py"), "--trace", trace, "--out", fresh, "--ddp-sim", ddp_sim)
-        redraw = "bench/plot_step.py --trace bench/pictures/cnn_2ranks_trace.json --out bench/pictures/step_cnn_2ranks.png"
+        fresh_figures = os.path.join(scratch, "step_cnn_2ranks.figures.json")
+        run(os.path.join(ROOT, "bench", "plot_step.py"), "--trace", trace, "--out", fresh, "--ddp-sim", ddp_sim, "--figures", fresh_figures)
+        redraw = ("bench/plot_step.py --trace bench/pictures/cnn_2ranks_trace.json --out bench/pictures/step_cnn_2ranks.png "
+                  "--figures bench/pictures/step_cnn_2ranks.figures.json")
         for key in ("Input trace sha256", "Input ddp_sim sha256"):
             check(png_text(checked).get(key) == png_text(fresh).get(key),
                   f"bench/pictures/step_cnn_2ranks.png's {key} is its inputs' now (if not, redraw it: {redraw})")
+        # The reference step's figures, which the pages quote (Note [One reference step] in
+        # bench/plot_step.py), are the trace's and ddp_sim's now.
+        with open(os.path.join(PICTURES, "step_cnn_2ranks.figures.json")) as f, open(fresh_figures) as g:
+            check(json.load(f) == json.load(g),
+                  f"bench/pictures/step_cnn_2ranks.figures.json is what the trace and ddp_sim give now (if not: {redraw})")
         for name in sorted(os.listdir(PICTURES)):
             if name.endswith(".png"):
                 size = os.path.getsize(os.path.join(PICTURES, name))

@@ -41,9 +41,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -53,11 +55,15 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "kernels.h"
 #include "proc.h"
+#include "readme_blocks.h"
 
 using namespace ddp_test;
 namespace fs = std::filesystem;
+namespace rb = ddp_test::readme;
 
 namespace {
 
@@ -664,6 +670,249 @@ TEST(Docs, LearnerPageCheckFindsPlantedHarnessWords) {
   EXPECT_EQ(lost.size(), 1u) << ::testing::PrintToString(lost);
   EXPECT_FALSE(learner_page("docs/walk.md"));
   EXPECT_TRUE(learner_page("05_ddp/going_further/zero.md"));
+}
+
+// ---- Figures with a source (Note [Every figure has its source]) ----
+
+// Note [Every figure has its source]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A figure a learner reads about a run (a time, a share, a size) must come from a run, and the
+// same step must not be told with different figures on different pages (the CNN step once had
+// six overlap shares). So every figure of a learner page's prose (and of docs/observing.md, which
+// tells the same runs) with a unit (%, ms, µs, s, MiB, KiB, MB, GB, samples/s, minutes) has a
+// source, checked here:
+//   - a checked block of the same page (its output holds the same digits), or
+//   - a marker on the line(s) right above its paragraph, `<!-- figures: SOURCE ... -->`, each
+//     SOURCE one of:
+//       PATH.json      the reference step's figures (bench/pictures/step_cnn_2ranks.figures.json,
+//                      Note [One reference step] in bench/plot_step.py): one of its numbers,
+//                      rounded as the page writes it;
+//       PATH.md        the checked blocks of another page;
+//       PATH.md#anchor that section of a maintainers' page where the runs are recorded
+//                      (docs/measured.md): the same digits;
+//       vary           figures meant to vary (run to run, machine to machine): the paragraph
+//                      must say so;
+//       code           the code's own constants (a default, a limit), not a run's.
+// A paragraph is a run of prose lines without a blank line. Inline code counts (it may quote a
+// run's output); a flag's value has no unit (`--max-steps 50`), so it is not a figure.
+namespace {
+
+struct PageFigure {
+  int line;
+  std::string number, text;  // "85", "85 %"
+};
+
+// The figures with a unit in one prose line (HTML comments and link targets removed; a code span
+// counts: `overlap: 66.26% ...` quotes a run).
+std::vector<PageFigure> figures_in(int line, const std::string& raw) {
+  static const std::regex comment("<!--.*?-->"), target(R"(\]\([^)]*\))");
+  static const std::regex figure(R"((^|[^\w.,\-/])(\d{1,3}(,\d{3})+|\d+(\.\d+)?)\s?(%|ms|µs|us|s|MiB|KiB|MB|GB|GiB|KB|samples/s|minutes|seconds)(?=$|[^\w]))");
+  std::string text = std::regex_replace(raw, comment, " ");
+  text = std::regex_replace(text, target, "]");
+  std::vector<PageFigure> out;
+  for (std::sregex_iterator it(text.begin(), text.end(), figure), end; it != end; ++it) {
+    std::string n = (*it)[2];
+    n.erase(std::remove(n.begin(), n.end(), ','), n.end());
+    out.push_back({line, n, (*it)[2].str() + " " + (*it)[5].str()});
+  }
+  return out;
+}
+
+// Whether `number` stands in `text` as a number of its own (not inside 1.85 or 285).
+bool holds_number(const std::string& text, const std::string& number) {
+  for (size_t at = text.find(number); at != std::string::npos; at = text.find(number, at + 1)) {
+    const auto digit = [&](size_t i) { return i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); };
+    const bool before = at > 0 && (digit(at - 1) || (text[at - 1] == '.' && at > 1 && digit(at - 2)));
+    const size_t e = at + number.size();
+    const bool after = digit(e) || (e + 1 < text.size() && text[e] == '.' && digit(e + 1));
+    if (!before && !after) return true;
+  }
+  return false;
+}
+
+// Every number of a JSON document.
+void json_numbers(const nlohmann::json& j, std::vector<double>& out) {
+  if (j.is_number()) out.push_back(j.get<double>());
+  else if (j.is_structured()) for (const auto& v : j) json_numbers(v, out);
+}
+
+// `number` ("2.9") is one of `values` rounded to as many decimals as it is written with.
+bool rounds_to(const std::vector<double>& values, const std::string& number) {
+  const size_t dot = number.find('.');
+  const int decimals = dot == std::string::npos ? 0 : static_cast<int>(number.size() - dot - 1);
+  const double want = std::stod(number), scale = std::pow(10.0, decimals);
+  return std::any_of(values.begin(), values.end(), [&](double v) { return std::llround(v * scale) == std::llround(want * scale); });
+}
+
+// The text of a page's checked blocks, and of its sections by anchor.
+struct FigureSources {
+  std::string checked;
+  std::map<std::string, std::string> sections;
+};
+FigureSources sources_of(const std::string& text) {
+  FigureSources out;
+  for (const rb::Fence& f : rb::fences(text)) {
+    if (!rb::marker_options(f, "checked")) continue;
+    for (const std::string& l : f.body) out.checked += l + "\n";
+  }
+  std::istringstream in(text);
+  const Page page = read_page_text(in);
+  static const std::regex heading(R"(#{1,6}\s+(.*?)\s*#*\s*)");
+  std::string current;
+  std::map<std::string, int> seen;
+  for (const std::string& l : rb::lines_of(text)) {
+    std::smatch m;
+    if (std::regex_match(l, m, heading)) {
+      const std::string a = slug(m[1]);
+      const int k = seen[a]++;
+      current = k == 0 ? a : a + "-" + std::to_string(k);
+    }
+    if (!current.empty()) out.sections[current] += l + "\n";
+  }
+  return out;
+}
+
+// The figures of one page without a source; `read` gives another page's text or a file's (""
+// when it does not exist). See Note [Every figure has its source].
+std::vector<std::string> figures_without_source(const std::string& name, const std::string& text,
+                                                const std::function<std::string(const std::string&)>& read) {
+  std::vector<std::string> problems;
+  const FigureSources own = sources_of(text);
+  const fs::path dir = fs::path(name).parent_path();
+  static const std::regex marker(R"(^<!-- figures: (.+) -->\s*$)"), any_marker(R"(^<!--.*-->\s*$)");
+  static const std::regex varies(R"(\b(vary|varies|varied|typical|typically|from run to run|range|depends?)\b)", std::regex::icase);
+  std::istringstream in(text);
+  const Page page = read_page_text(in);
+  std::vector<std::string> sources;  // of the paragraph being read
+  std::string paragraph;
+  std::vector<PageFigure> figures;
+  bool in_paragraph = false;
+  auto close = [&] {
+    for (const PageFigure& f : figures) {
+      if (holds_number(own.checked, f.number)) continue;
+      bool found = false;
+      for (const std::string& src : sources) {
+        if (src == "code") found = true;
+        else if (src == "vary") found = std::regex_search(paragraph, varies);
+        else {
+          const size_t hash = src.find('#');
+          const std::string file = (dir / src.substr(0, hash)).lexically_normal().string();
+          const std::string body = read(file);
+          if (src.size() > 5 && src.substr(src.size() - 5) == ".json") {
+            std::vector<double> values;
+            json_numbers(nlohmann::json::parse(body, nullptr, false), values);
+            found = rounds_to(values, f.number);
+          } else if (hash == std::string::npos) {
+            found = holds_number(sources_of(body).checked, f.number);
+          } else {
+            const auto sections = sources_of(body).sections;
+            const auto it = sections.find(src.substr(hash + 1));
+            found = it != sections.end() && holds_number(it->second, f.number);
+          }
+        }
+        if (found) break;
+      }
+      if (!found) {
+        problems.push_back(name + ":" + std::to_string(f.line) + ": '" + f.text + "' has no source" +
+                           (sources.empty() ? ": no checked block of this page holds it, and its paragraph names no <!-- figures: ... -->"
+                                            : " among its paragraph's: " + ::testing::PrintToString(sources)));
+      }
+    }
+    for (const std::string& src : sources) {
+      if (src == "code" || src == "vary") {
+        if (src == "vary" && !std::regex_search(paragraph, varies) && in_paragraph) {
+          problems.push_back(name + ": a paragraph marked 'figures: vary' that does not say its figures vary: " + paragraph.substr(0, 80));
+        }
+        continue;
+      }
+      const size_t hash = src.find('#');
+      const std::string file = (dir / src.substr(0, hash)).lexically_normal().string();
+      const std::string body = read(file);
+      if (body.empty()) problems.push_back(name + ": the figures' source " + src + " (" + file + ") does not exist");
+      else if (hash != std::string::npos && !sources_of(body).sections.count(src.substr(hash + 1))) {
+        problems.push_back(name + ": the figures' source " + src + " names no section of " + file);
+      }
+    }
+    sources.clear(), paragraph.clear(), figures.clear(), in_paragraph = false;
+  };
+  for (const auto& [n, line] : page.prose) {
+    std::smatch m;
+    if (std::regex_match(line, m, marker)) {
+      if (in_paragraph) close();
+      std::istringstream words(m[1].str());
+      for (std::string w; words >> w;) sources.push_back(w);
+      continue;
+    }
+    if (std::regex_match(line, any_marker)) continue;
+    if (line.find_first_not_of(" \t") == std::string::npos) {
+      if (in_paragraph) close();
+      continue;
+    }
+    in_paragraph = true;
+    paragraph += line + " ";
+    for (PageFigure& f : figures_in(n, line)) figures.push_back(f);
+  }
+  close();
+  return problems;
+}
+
+std::string read_source_file(const std::string& path) {
+  std::ifstream in(fs::path(DDP_SOURCE_DIR) / path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+TEST(Docs, EveryFigureHasItsSource) {
+  int pages = 0;
+  for (const std::string& page : markdown_files()) {
+    if (!learner_page(page) && page != "docs/observing.md") continue;
+    ++pages;
+    for (const std::string& p : figures_without_source(page, read_source_file(page), read_source_file)) ADD_FAILURE() << p;
+  }
+  EXPECT_GE(pages, 20);
+}
+
+// The check on planted faults: a figure no block or reference has, the reference step told with
+// another share, a range that does not say it varies; and what is right passes.
+TEST(Docs, FigureCheckFindsPlantedContradictions) {
+  const std::map<std::string, std::string> files = {
+      {"ref.json", R"({"hidden_pct": 85.424, "buckets": [{"starts_ms_into_backward": 2.86}]})"},
+      {"other.md", "<!-- checked -->\n```console\n$ x\noverlap: 61.50%\n```\n"},
+      {"docs/measured.md", "# M\n\n## Runs\n\n| run | s |\n|---|---|\n| a | 3.68 |\n\n## Later\n\n4.74 s\n"},
+  };
+  auto read = [&](const std::string& p) { return files.count(p) ? files.at(p) : std::string(); };
+  const std::string good =
+      "# Page\n\n<!-- checked -->\n```console\n$ run\nloss 0.4798, overlap: 71.81% in 14.5s\n```\n"
+      "It printed 71.81% here, in 14.5 s.\n\n"                                  // from the checked block
+      "<!-- figures: ref.json -->\nThe step hid 85 % of its all-reduce; bucket 0 was ready 2.9 ms in.\n\n"
+      "<!-- figures: other.md -->\nThe resumed run: 61.50 %.\n\n"
+      "<!-- figures: docs/measured.md#runs -->\nIt took 3.68 s.\n\n"
+      "<!-- figures: vary -->\nThe share varies from run to run: 47 to 75 %.\n\n"
+      "<!-- figures: code -->\nBuckets close at 25 MiB. Run `--max-steps 50 --timeout 60` (a command: 50 is no figure).\n\n"
+      "It printed `overlap: 71.81% of all-reduce time`.\n";
+  const auto none = figures_without_source("page.md", good, read);
+  EXPECT_TRUE(none.empty()) << ::testing::PrintToString(none);
+  const std::string bad =
+      "# Page\n\n<!-- checked -->\n```console\n$ run\noverlap: 71.81%\n```\n"  // 1-7
+      "Another run printed 66.26 % here.\n\n"                                  // 8: no source
+      "<!-- figures: ref.json -->\nThe step hid 70 % of its all-reduce.\n\n"  // 11: not the reference's
+      "<!-- figures: docs/measured.md#runs -->\nIt took 4.74 s.\n\n"           // 14: another section's
+      "<!-- figures: vary -->\nThe share was 47 %.\n\n"                        // 17: says nothing of varying
+      "<!-- figures: missing.json -->\nA 5 ms step.\n\n"                     // 20: no such file
+      "It printed `overlap: 66.73% of all-reduce time`.\n";                     // 22: quoted, no source
+  const auto found = figures_without_source("page.md", bad, read);
+  const std::string all = ::testing::PrintToString(found);
+  auto has = [&](const std::string& s) { return std::any_of(found.begin(), found.end(), [&](const std::string& p) { return p.find(s) != std::string::npos; }); };
+  EXPECT_TRUE(has("page.md:8: '66.26 %' has no source")) << all;
+  EXPECT_TRUE(has("page.md:11: '70 %' has no source")) << all;
+  EXPECT_TRUE(has("page.md:14: '4.74 s' has no source")) << all;
+  EXPECT_TRUE(has("page.md:17: '47 %' has no source")) << all;
+  EXPECT_TRUE(has("a paragraph marked 'figures: vary' that does not say its figures vary")) << all;
+  EXPECT_TRUE(has("page.md:20: '5 ms' has no source")) << all;
+  EXPECT_TRUE(has("the figures' source missing.json")) << all;
+  EXPECT_TRUE(has("page.md:22: '66.73 %' has no source")) << all;
+  EXPECT_EQ(found.size(), 8u) << all;
 }
 
 // ---- Help that tells the truth (Note [Help that tells the truth] in common/basics/cli.cpp) ----

@@ -16,6 +16,4 @@ marked=$(sed -n 's/^ *\([0-9]*\) *\* .*/\1/p' "$WORK/exit.log" | head -n 1)
 [ "$(echo $ANSWER)" = "$marked $named" ] ||
   fail "you wrote '$ANSWER'; write two numbers for rank 1 exiting (--fail-mode exit --on-failure wait): the rank the report marks with * and the rank the flight recorder names (gone or behind)"
 # Why, from the run itself: the marked rank's own result, and what the survivor's recorder saw.
-result=$(sed -n "s/^ *$marked *\* *[0-9]* *[0-9]* *[0-9]* *[0-9.]*s *\(exit [0-9]*\|signal [^,]*\).*/\1/p" "$WORK/exit.log" | head -n 1)
-how=$(grep -o "rank $named ([^)]*) is gone: [^;]*" "$WORK/exit.log" | head -n 1 | sed 's/ ([^)]*)//')
-pass "the report marks rank $marked (${result:-its own failure}) and the flight recorder names rank $named (${how:-behind}): a rank that dies is itself the first failure, and the others fail after it. In the hang you ran the hung rank failed nothing: the rank waiting for it timed out first and got the mark, and only the flight recorder named the hung one. So debug the rank the flight recorder names; the mark says who failed first, not who stopped the group"
+pass "the report marks rank $marked, the flight recorder names rank $named"

@@ -24,8 +24,7 @@ print(len(b), sum(b))
 PY
 )
 backwards=$(grep -c '"name":"backward"' "$WORK/accum.rank0.json")
-params=$(sed -n 's/^\[rank 0\/2\] model cnn: \([0-9]*\) parameters.*/\1/p' "$WORK/accum.log" | head -n 1)
 [ "$count" -gt 0 ] || fail "rank 0's trace holds no bucket all-reduce: $(tail -n 3 "$WORK/accum.log")"
 [ "$ANSWER" = "$truth" ] ||
   fail "you wrote '$ANSWER'; write one number: the bytes of gradients rank 0's bucket all-reduces carry in all, over $steps optimizer steps of $accum micro-batches (float32: 4 bytes a parameter)"
-pass "$backwards backward passes, and the bucket all-reduces of rank 0 carried $truth bytes: ${params:-the CNN} parameters x 4 bytes, once per optimizer step ($steps), not once per backward: the other backwards ran under no_sync() and added their gradients up in .grad(). The first step all-reduced them in one bucket, the later ones in the rebuilt buckets: the same bytes in all"
+pass "$truth bytes in $backwards backward passes"

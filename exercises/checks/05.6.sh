@@ -18,5 +18,4 @@ src=$(last_match 'every rank takes the model of rank' "$WORK/join.log" | sed -n 
 truth="${out% } $src"
 [ "$ANSWER" = "$truth" ] ||
   fail "you wrote '$ANSWER'; for 481 images over 3 ranks, write the ranks that run out of data, then the rank whose model every rank takes: the first 481 % 3 ranks get one image more"
-trained=$(for r in 0 1 2; do [[ " $out" == *" $r "* ]] || echo -n "$r "; done)
-pass "ranks ${out% } sat out the last step (481 images over 3 ranks: 161, 160 and 160, so 6, 5 and 5 batches of 32); every rank took rank $src's model, the highest of the ranks that trained the last step (here ${trained% }; Note [Uneven inputs and Join])"
+pass "ranks ${out% } sat out the last step; every rank took rank $src's model"

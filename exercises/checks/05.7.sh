@@ -19,5 +19,4 @@ truth=$(echo "$line" | sed -n 's/.*on this rank \([0-9]*\) bytes of \([0-9]*\) (
 [ -n "$truth" ] || fail "05_ddp printed no ZeRO-1 line for rank 3: $(tail -n 3 "$WORK/zero.log")"
 [ "$ANSWER" = "$truth" ] ||
   fail "you wrote '$ANSWER'; write the bytes of optimizer state (SGD's momentum, float32) that rank 3 holds at 5 ranks"
-split=$(last_match '^\[rank 0/5\] ZeRO-1: .* elements per rank' "$WORK/zero.log" | sed -n 's/.*elements per rank \([0-9 |]*\) (.*/\1/p')
-pass "rank 3 holds $truth bytes of optimizer state, of $(echo "$line" | sed 's/.*bytes of //'); elements per rank ${split% }: whole tensors, largest first, each to the rank holding fewest (a tie to the lowest), so the three largest take a rank each and the small ones share the last two"
+pass "rank 3 holds $truth bytes of optimizer state"

@@ -18,4 +18,4 @@ truth=$(echo "$line" | sed -n 's/.*this rank all-reduces \([0-9]*\) bytes.*/\1/p
 [ -n "$truth" ] || fail "05_ddp printed no PowerSGD bytes line: $(tail -n 3 "$WORK/powersgd.log")"
 [ "$ANSWER" = "$truth" ] ||
   fail "you wrote '$ANSWER'; write one number: the bytes rank 1 all-reduces per compressed step (P and Q of each compressed matrix, plus the tensors sent as they are, 4 bytes a float)"
-pass "rank 1 all-reduces $truth bytes per step at --powersgd-rank 5, $(echo "$line" | sed -n 's/.*per step (\(.*\)) instead of \([0-9]*\).*/instead of \2: \1/p'): a matrix n x m travels as P and Q only when (n + m) x 5 x 2 < n x m, so fc3.weight (10 x 256) travels whole, as the biases do"
+pass "rank 1 all-reduces $truth bytes per step"

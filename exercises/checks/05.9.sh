@@ -22,4 +22,4 @@ for cap in 1 5 10 25 50 100; do
 done
 [ "$answer" = "$best" ] ||
   fail "you wrote '$ANSWER'; ${mine:+at that cap the step is $mine ms, and }one of 1, 5, 10, 25, 50 and 100 MiB gives $best_ms ms. Run ddp_sim --model resnet101 --preset dgx-v100 --compute-ms 162 --nodes 128 --gpus-per-node 8 --bucket-cap-mb CAP --timeline at your cap and its neighbours: how many buckets, and when does the first one start?"
-pass "at $best MiB the step is $best_ms ms ($(IFS=';'; echo "${steps[*]}" | sed 's/;/, /g')): at 1,024 ranks each bucket pays 2046 latencies, so few buckets win, until one is so large that it starts too late to hide"
+pass "$best MiB: a step of $best_ms ms"

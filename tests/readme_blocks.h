@@ -31,6 +31,11 @@ inline const std::regex& label_pattern() {
   return re;
 }
 
+// Whether one of the problems a page check found holds `what` (the checks' own tests).
+inline bool mentions(const std::vector<std::string>& problems, const std::string& what) {
+  return std::any_of(problems.begin(), problems.end(), [&](const std::string& p) { return p.find(what) != std::string::npos; });
+}
+
 inline std::string trim(const std::string& s) {
   const size_t a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
   return a == std::string::npos ? "" : s.substr(a, b - a + 1);

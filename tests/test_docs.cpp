@@ -659,7 +659,7 @@ TEST(Docs, LearnerPageCheckFindsPlantedHarnessWords) {
       "## One run, 2026-11-24\n";                                                                     // 8
   const auto found = learner_page_problems("05_ddp/going_further/zero.md", bad);
   const std::string all = ::testing::PrintToString(found);
-  auto has = [&](const std::string& s) { return std::any_of(found.begin(), found.end(), [&](const std::string& p) { return p.find(s) != std::string::npos; }); };
+  auto has = [&](const std::string& s) { return rb::mentions(found, s); };
   EXPECT_TRUE(has("zero.md:5: a note for the tests")) << all;
   EXPECT_TRUE(has("zero.md:6: the tests' walk")) << all;
   EXPECT_TRUE(has("zero.md:7: an issue number")) << all;
@@ -903,7 +903,7 @@ TEST(Docs, FigureCheckFindsPlantedContradictions) {
       "It printed `overlap: 66.73% of all-reduce time`.\n";                     // 22: quoted, no source
   const auto found = figures_without_source("page.md", bad, read);
   const std::string all = ::testing::PrintToString(found);
-  auto has = [&](const std::string& s) { return std::any_of(found.begin(), found.end(), [&](const std::string& p) { return p.find(s) != std::string::npos; }); };
+  auto has = [&](const std::string& s) { return rb::mentions(found, s); };
   EXPECT_TRUE(has("page.md:8: '66.26 %' has no source")) << all;
   EXPECT_TRUE(has("page.md:11: '70 %' has no source")) << all;
   EXPECT_TRUE(has("page.md:14: '4.74 s' has no source")) << all;

@@ -482,9 +482,7 @@ std::string pages_in_folder(const std::map<std::string, std::string>& pages) {
   return dir;
 }
 
-bool mentions(const std::vector<std::string>& problems, const std::string& what) {
-  return std::any_of(problems.begin(), problems.end(), [&](const std::string& p) { return p.find(what) != std::string::npos; });
-}
+using rb::mentions;
 
 std::string joined(const std::vector<std::string>& v) {
   std::string s;

@@ -1,6 +1,7 @@
 // Unit tests of chapter 05's parts, in one process: the sampler against Python's, the bucket
 // plan, the DDP class's bookkeeping, checkpoints, the IDX reader and the TensorBoard CRC.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,6 +9,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -188,6 +191,23 @@ ddp::Group one_rank_group(const std::string& dir) {
   return ddp::init_process_group(ddp::resolve_rank_info(f));
 }
 }  // namespace
+
+// Note [A peer gone mid-write]: a rank that joined ignores SIGPIPE, as a Python rank does, so a
+// write to a peer that died fails (EPIPE) instead of ending the process.
+TEST(ProcessGroup, ARankThatJoinedSurvivesAWriteToAPeerThatIsGone) {
+  std::signal(SIGPIPE, SIG_DFL);
+  const std::string dir = temp_dir();
+  ddp::Group g = one_rank_group(dir);
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  ::close(fds[1]);  // the peer is gone
+  const char byte = 'x';
+  errno = 0;
+  EXPECT_EQ(::write(fds[0], &byte, 1), -1);  // without the Note, SIGPIPE ends this process here
+  EXPECT_EQ(errno, EPIPE);
+  ::close(fds[0]);
+  g.destroy();
+}
 
 // Two hosts that chose different default backends (one saw enough GPUs, one did not) would
 // never meet in a collective: the roll call stops both, naming the two choices.

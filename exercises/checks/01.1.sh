@@ -15,10 +15,6 @@ RANK=3 SLURM_PROCID=2 SLURM_NTASKS=8 run 30 "$WORK/explain.log" 01_join_group --
 rank=$(sed -n 's/^ *rank *= *\([0-9]*\).*/\1/p' "$WORK/explain.log")
 world=$(sed -n 's/^ *world_size *= *\([0-9]*\).*/\1/p' "$WORK/explain.log")
 [ -n "$rank" ] && [ -n "$world" ] || fail "01_join_group --explain-env printed no rank or world_size line"
-read -r a_rank a_world extra <<< "$ANSWER"
-[[ $a_rank =~ ^[0-9]+$ && $a_world =~ ^[0-9]+$ && -z $extra ]] ||
-  fail "you wrote '$ANSWER'; write the rank, a space and the world size (two numbers) for RANK=3 SLURM_PROCID=2 SLURM_NTASKS=8 and no flag"
-[ "$a_rank" = "$rank" ] || [ "$a_world" = "$world" ] || fail "both numbers are wrong: decide each value on its own by the order of docs/settings.md"
-[ "$a_rank" = "$rank" ] || fail "the rank is wrong (the world size is right): decide it on its own by the order of docs/settings.md"
-[ "$a_world" = "$world" ] || fail "the world size is wrong (the rank is right): decide it on its own by the order of docs/settings.md"
+check_two_parts "the rank, a space and the world size (two numbers) for RANK=3 SLURM_PROCID=2 SLURM_NTASKS=8 and no flag" \
+  "the rank" "$rank" "the world size" "$world" "decide each value on its own by the order of docs/settings.md"
 pass "rank $rank, world size $world"

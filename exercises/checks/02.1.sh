@@ -13,10 +13,6 @@ run 60 "$WORK/exit.log" 02_spawn --nproc-per-node 2 --fail-mode exit --fail-rank
 named=$(grep -o 'flight recorder: rank [0-9]* \(([^)]*) \)\{0,1\}is \(gone\|behind\)' "$WORK/exit.log" | head -n 1 | sed 's/^flight recorder: rank \([0-9]*\).*/\1/')
 marked=$(sed -n 's/^ *\([0-9]*\) *\* .*/\1/p' "$WORK/exit.log" | head -n 1)
 [ -n "$named" ] && [ -n "$marked" ] || fail "02_spawn did not print the report and the flight recorder's line: $(tail -n 3 "$WORK/exit.log")"
-read -r a_marked a_named extra <<< "$ANSWER"
-[[ $a_marked =~ ^[0-9]+$ && $a_named =~ ^[0-9]+$ && -z $extra ]] ||
-  fail "you wrote '$ANSWER'; write two numbers for rank 1 exiting (--fail-mode exit --on-failure wait): the rank the report marks with * and the rank the flight recorder names (gone or behind)"
-[ "$a_marked" = "$marked" ] || [ "$a_named" = "$named" ] || fail "both numbers are wrong: the rank the report marks, and the rank the flight recorder names"
-[ "$a_marked" = "$marked" ] || fail "the first number is wrong: the rank the report marks with *"
-[ "$a_named" = "$named" ] || fail "the second number is wrong: the rank the flight recorder names"
+check_two_parts "two numbers for rank 1 exiting (--fail-mode exit --on-failure wait): the rank the report marks with * and the rank the flight recorder names (gone or behind)" \
+  "the rank the report marks" "$marked" "the rank the flight recorder names" "$named"
 pass "the report marks rank $marked, the flight recorder names rank $named"

@@ -15,11 +15,7 @@ run 120 "$WORK/join.log" 05_ddp --nproc-per-node 3 --synthetic --train-samples 4
 out=$(grep -o '^\[rank [0-9]*/3\] out of data' "$WORK/join.log" | sed 's/^\[rank \([0-9]*\).*/\1/' | sort -u | tr '\n' ' ')
 src=$(last_match 'every rank takes the model of rank' "$WORK/join.log" | sed -n 's/.*takes the model of rank \([0-9]*\).*/\1/p')
 [ -n "$src" ] && [ -n "$out" ] || fail "05_ddp printed no Join lines: $(tail -n 3 "$WORK/join.log")"
-answer=$(echo $ANSWER)
-[[ $answer =~ ^[0-9]( [0-9])+$ ]] ||
-  fail "you wrote '$ANSWER'; for 481 images over 3 ranks, write the ranks that run out of data, then the rank whose model every rank takes (numbers with a space between)"
-[ "${answer% *}" = "${out% }" ] || [ "${answer##* }" = "$src" ] || fail "both parts are wrong: the ranks that run out of data, and the rank whose model every rank takes"
-[ "${answer% *}" = "${out% }" ] || fail "the ranks that run out of data are wrong (the last number, the rank whose model every rank takes, is right)"
-[ "${answer##* }" = "$src" ] || fail "the last number, the rank whose model every rank takes, is wrong (the ranks that run out of data are right)"
+check_two_parts "for 481 images over 3 ranks the ranks that run out of data, then the rank whose model every rank takes (numbers with a space between)" \
+  "the ranks that run out of data" "${out% }" "the last number, the rank whose model every rank takes" "$src"
 
 pass "ranks ${out% } sat out the last step; every rank took rank $src's model"

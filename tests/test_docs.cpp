@@ -476,28 +476,30 @@ std::string slug(const std::string& heading) {
 struct Page {
   std::vector<std::pair<int, std::string>> prose;
   std::set<std::string> anchors;
+  std::map<std::string, std::string> sections;  // anchor -> the lines under that heading, fences too
 };
 Page read_page_text(std::istream& in) {
   Page page;
   bool fenced = false;
   std::map<std::string, int> seen;
+  std::string section;
   int n = 0;
   for (std::string l; std::getline(in, l);) {
     ++n;
     const size_t first = l.find_first_not_of(' ');
-    if (first != std::string::npos && l.compare(first, 3, "```") == 0) {
-      fenced = !fenced;
-      continue;
+    if (first != std::string::npos && l.compare(first, 3, "```") == 0) fenced = !fenced;
+    else if (!fenced) {
+      page.prose.emplace_back(n, l);
+      static const std::regex heading(R"(#{1,6}\s+(.*?)\s*#*\s*)");
+      std::smatch m;
+      if (std::regex_match(l, m, heading)) {
+        const std::string a = slug(m[1]);
+        const int k = seen[a]++;
+        section = k == 0 ? a : a + "-" + std::to_string(k);
+        page.anchors.insert(section);
+      }
     }
-    if (fenced) continue;
-    page.prose.emplace_back(n, l);
-    static const std::regex heading(R"(#{1,6}\s+(.*?)\s*#*\s*)");
-    std::smatch m;
-    if (std::regex_match(l, m, heading)) {
-      const std::string a = slug(m[1]);
-      const int k = seen[a]++;
-      page.anchors.insert(k == 0 ? a : a + "-" + std::to_string(k));
-    }
+    if (!section.empty()) page.sections[section] += l + "\n";
   }
   return page;
 }
@@ -756,19 +758,7 @@ FigureSources sources_of(const std::string& text) {
     for (const std::string& l : f.body) out.checked += l + "\n";
   }
   std::istringstream in(text);
-  const Page page = read_page_text(in);
-  static const std::regex heading(R"(#{1,6}\s+(.*?)\s*#*\s*)");
-  std::string current;
-  std::map<std::string, int> seen;
-  for (const std::string& l : rb::lines_of(text)) {
-    std::smatch m;
-    if (std::regex_match(l, m, heading)) {
-      const std::string a = slug(m[1]);
-      const int k = seen[a]++;
-      current = k == 0 ? a : a + "-" + std::to_string(k);
-    }
-    if (!current.empty()) out.sections[current] += l + "\n";
-  }
+  out.sections = read_page_text(in).sections;
   return out;
 }
 

@@ -720,11 +720,13 @@ std::vector<PageFigure> figures_in(int line, const std::string& raw) {
   return out;
 }
 
-// Whether `number` stands in `text` as a number of its own (not inside 1.85 or 285).
+// Whether `number` stands in `text` as a number of its own (not inside 1.85, 285 or a hash's d86d;
+// a unit may follow it: 14.5s).
 bool holds_number(const std::string& text, const std::string& number) {
   for (size_t at = text.find(number); at != std::string::npos; at = text.find(number, at + 1)) {
     const auto digit = [&](size_t i) { return i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); };
-    const bool before = at > 0 && (digit(at - 1) || (text[at - 1] == '.' && at > 1 && digit(at - 2)));
+    const bool before = at > 0 && (std::isalnum(static_cast<unsigned char>(text[at - 1])) || text[at - 1] == '_' ||
+                                   (text[at - 1] == '.' && at > 1 && digit(at - 2)));
     const size_t e = at + number.size();
     const bool after = digit(e) || (e + 1 < text.size() && text[e] == '.' && digit(e + 1));
     if (!before && !after) return true;
@@ -746,10 +748,11 @@ bool rounds_to(const std::vector<double>& values, const std::string& number) {
   return std::any_of(values.begin(), values.end(), [&](double v) { return std::llround(v * scale) == std::llround(want * scale); });
 }
 
-// The text of a page's checked blocks, and of its sections by anchor.
+// The text of a page's checked blocks, of its sections by anchor, and its prose lines.
 struct FigureSources {
   std::string checked;
   std::map<std::string, std::string> sections;
+  std::vector<std::pair<int, std::string>> prose;
 };
 FigureSources sources_of(const std::string& text) {
   FigureSources out;
@@ -758,7 +761,9 @@ FigureSources sources_of(const std::string& text) {
     for (const std::string& l : f.body) out.checked += l + "\n";
   }
   std::istringstream in(text);
-  out.sections = read_page_text(in).sections;
+  Page page = read_page_text(in);
+  out.sections = std::move(page.sections);
+  out.prose = std::move(page.prose);
   return out;
 }
 
@@ -771,74 +776,72 @@ std::vector<std::string> figures_without_source(const std::string& name, const s
   const fs::path dir = fs::path(name).parent_path();
   static const std::regex marker(R"(^<!-- figures: (.+) -->\s*$)"), any_marker(R"(^<!--.*-->\s*$)");
   static const std::regex varies(R"(\b(vary|varies|varied|typical|typically|from run to run|range|depends?)\b)", std::regex::icase);
-  std::istringstream in(text);
-  const Page page = read_page_text(in);
+  // One source of a paragraph, read once: it holds every figure (code, vary), or these numbers
+  // (a JSON file), or this text (another page's checked blocks, a section).
+  struct Source {
+    bool any = false;
+    std::vector<double> numbers;
+    std::string text;
+  };
+  auto resolve = [&](const std::string& src, const std::string& paragraph) {
+    Source s;
+    if (src == "code") s.any = true;
+    if (src == "vary") {
+      s.any = std::regex_search(paragraph, varies);
+      if (!s.any && !paragraph.empty()) {
+        problems.push_back(name + ": a paragraph marked 'figures: vary' that does not say its figures vary: " + paragraph.substr(0, 80));
+      }
+    }
+    if (s.any || src == "vary") return s;
+    const size_t hash = src.find('#');
+    const std::string file = (dir / src.substr(0, hash)).lexically_normal().string();
+    const std::string body = read(file);
+    if (body.empty()) {
+      problems.push_back(name + ": the figures' source " + src + " (" + file + ") does not exist");
+    } else if (src.size() > 5 && src.substr(src.size() - 5) == ".json") {
+      json_numbers(nlohmann::json::parse(body, nullptr, false), s.numbers);
+    } else if (hash == std::string::npos) {
+      s.text = sources_of(body).checked;
+    } else {
+      const auto sections = sources_of(body).sections;
+      const auto it = sections.find(src.substr(hash + 1));
+      if (it == sections.end()) problems.push_back(name + ": the figures' source " + src + " names no section of " + file);
+      else s.text = it->second;
+    }
+    return s;
+  };
   std::vector<std::string> sources;  // of the paragraph being read
   std::string paragraph;
   std::vector<PageFigure> figures;
-  bool in_paragraph = false;
   auto close = [&] {
+    std::vector<Source> resolved;
+    for (const std::string& src : sources) resolved.push_back(resolve(src, paragraph));
     for (const PageFigure& f : figures) {
       if (holds_number(own.checked, f.number)) continue;
-      bool found = false;
-      for (const std::string& src : sources) {
-        if (src == "code") found = true;
-        else if (src == "vary") found = std::regex_search(paragraph, varies);
-        else {
-          const size_t hash = src.find('#');
-          const std::string file = (dir / src.substr(0, hash)).lexically_normal().string();
-          const std::string body = read(file);
-          if (src.size() > 5 && src.substr(src.size() - 5) == ".json") {
-            std::vector<double> values;
-            json_numbers(nlohmann::json::parse(body, nullptr, false), values);
-            found = rounds_to(values, f.number);
-          } else if (hash == std::string::npos) {
-            found = holds_number(sources_of(body).checked, f.number);
-          } else {
-            const auto sections = sources_of(body).sections;
-            const auto it = sections.find(src.substr(hash + 1));
-            found = it != sections.end() && holds_number(it->second, f.number);
-          }
-        }
-        if (found) break;
-      }
+      const bool found = std::any_of(resolved.begin(), resolved.end(), [&](const Source& s) {
+        return s.any || rounds_to(s.numbers, f.number) || holds_number(s.text, f.number);
+      });
       if (!found) {
         problems.push_back(name + ":" + std::to_string(f.line) + ": '" + f.text + "' has no source" +
                            (sources.empty() ? ": no checked block of this page holds it, and its paragraph names no <!-- figures: ... -->"
                                             : " among its paragraph's: " + ::testing::PrintToString(sources)));
       }
     }
-    for (const std::string& src : sources) {
-      if (src == "code" || src == "vary") {
-        if (src == "vary" && !std::regex_search(paragraph, varies) && in_paragraph) {
-          problems.push_back(name + ": a paragraph marked 'figures: vary' that does not say its figures vary: " + paragraph.substr(0, 80));
-        }
-        continue;
-      }
-      const size_t hash = src.find('#');
-      const std::string file = (dir / src.substr(0, hash)).lexically_normal().string();
-      const std::string body = read(file);
-      if (body.empty()) problems.push_back(name + ": the figures' source " + src + " (" + file + ") does not exist");
-      else if (hash != std::string::npos && !sources_of(body).sections.count(src.substr(hash + 1))) {
-        problems.push_back(name + ": the figures' source " + src + " names no section of " + file);
-      }
-    }
-    sources.clear(), paragraph.clear(), figures.clear(), in_paragraph = false;
+    sources.clear(), paragraph.clear(), figures.clear();
   };
-  for (const auto& [n, line] : page.prose) {
+  for (const auto& [n, line] : own.prose) {
     std::smatch m;
     if (std::regex_match(line, m, marker)) {
-      if (in_paragraph) close();
+      if (!paragraph.empty()) close();
       std::istringstream words(m[1].str());
       for (std::string w; words >> w;) sources.push_back(w);
       continue;
     }
     if (std::regex_match(line, any_marker)) continue;
     if (line.find_first_not_of(" \t") == std::string::npos) {
-      if (in_paragraph) close();
+      if (!paragraph.empty()) close();
       continue;
     }
-    in_paragraph = true;
     paragraph += line + " ";
     for (PageFigure& f : figures_in(n, line)) figures.push_back(f);
   }
@@ -881,6 +884,8 @@ TEST(Docs, FigureCheckFindsPlantedContradictions) {
       "<!-- figures: vary -->\nThe share varies from run to run: 47 to 75 %.\n\n"
       "<!-- figures: code -->\nBuckets close at 25 MiB. Run `--max-steps 50 --timeout 60` (a command: 50 is no figure).\n\n"
       "It printed `overlap: 71.81% of all-reduce time`.\n";
+  EXPECT_FALSE(holds_number("params fingerprint d0b2c9788535d86d", "86")) << "a hash's digits are no figure";
+  EXPECT_TRUE(holds_number("exited 0 in 14.5s", "14.5"));
   const auto none = figures_without_source("page.md", good, read);
   EXPECT_TRUE(none.empty()) << ::testing::PrintToString(none);
   const std::string bad =

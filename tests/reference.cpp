@@ -34,13 +34,12 @@ std::optional<ProcResult> ask_reference_server(const std::string& script, const 
   std::strcpy(addr.sun_path, path.c_str());
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return std::nullopt;
-  // The variables the libraries read as they load: the server refuses a case whose differ from its own.
+  // This process's variables: the server refuses a case whose load-time ones (the kernels' and
+  // threads', its LOAD_TIME) differ from its own.
   nlohmann::json env = nlohmann::json::object();
   for (char** e = environ; *e; ++e) {
-    const std::string kv = *e, name = kv.substr(0, kv.find('='));
-    for (const char* prefix : {"OPENBLAS_", "DNNL_", "ONEDNN_", "MKL_", "OMP_", "KMP_", "GOMP_", "ATEN_"}) {
-      if (name.rfind(prefix, 0) == 0) env[name] = kv.substr(kv.find('=') + 1);
-    }
+    const std::string kv = *e;
+    env[kv.substr(0, kv.find('='))] = kv.substr(kv.find('=') + 1);
   }
   for (const auto& [k, v] : extra) env[k] = v;
   const std::string request = nlohmann::json{{"script", script}, {"argv", args}, {"env", env}}.dump() + "\n";

@@ -11,9 +11,9 @@ parity cases of a build ran its reference as a new Python. Here each request is 
 child forked from the server, the way the reference already forks its ranks (reference_util.
 run_ranks): the server has run no tensor operation and has no thread, so the child starts where
 a fresh `python trainer_reference.py` would be after its imports. A request is one line of JSON,
-{"script": "trainer_reference.py", "argv": [its flags], "env": {the client's variables that the
-libraries read as they load}}; the child refuses a request whose variables differ from the
-server's (other kernels would run), else runs the script's main() with the flags, its stdout and
+{"script": "trainer_reference.py", "argv": [its flags], "env": {the client's variables}}; the
+child refuses a request whose variables that the libraries read as they load (LOAD_TIME) differ
+from the server's (other kernels would run), else runs the script's main() with the flags, its stdout and
 stderr the connection, and ends with the line "[reference exit N]". The C++ side (run_reference
 in tests/reference.cpp) runs the reference itself when no server answers. The server ends when asked, when its socket file is gone, or after 30 minutes without a request.
 """
@@ -47,7 +47,7 @@ def run_case(conn, request, started_with):
         conn.sendall(f"[reference server refused: it serves {' and '.join(SCRIPTS)}, not {script}]\n".encode())
         return
     reference = __import__(script[:-3])
-    ours, theirs = started_with, request.get("env", {})
+    ours, theirs = started_with, load_time_env(request.get("env", {}))
     if ours != theirs:  # no verdict line: the client runs the reference itself
         differ = sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k))
         conn.sendall(f"[reference server refused: its environment differs in {', '.join(differ)}]\n".encode())

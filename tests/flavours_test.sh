@@ -14,28 +14,7 @@ mode=${1:?usage: tests/flavours_test.sh variable|namespace|arm64 [repository roo
 root=${2:-$(cd "$(dirname "$0")/.." && pwd)}
 scratch=$(mktemp -d /tmp/ddp-flavours-test.XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
-failures=0
-fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
-
-# expect NAME RC PATTERN... -- CMD...: runs CMD, checks its exit status and that its output
-# (stdout and stderr) holds each PATTERN (grep -E), or lacks it when PATTERN starts with '!'.
-expect() {
-  local name=$1 want_rc=$2 patterns=() out rc p
-  shift 2
-  while [ "$1" != -- ]; do patterns+=("$1"); shift; done
-  shift
-  out=$("$@" 2>&1); rc=$?
-  echo "--- $name: exit $rc"
-  printf '%s\n' "$out" | sed 's/^/    /'
-  [ "$rc" = "$want_rc" ] || fail "$name: exit $rc, expected $want_rc"
-  for p in "${patterns[@]}"; do
-    if [ "${p:0:1}" = "!" ]; then
-      ! grep -qE -- "${p:1}" <<< "$out" || fail "$name: the output holds '${p:1}'"
-    else
-      grep -qE -- "$p" <<< "$out" || fail "$name: the output lacks '$p'"
-    fi
-  done
-}
+source "$(dirname "$0")/expect.sh"  # fail, expect
 
 # What a machine without the toolkit must get from `scripts/test.sh --plan` (no DDP_FLAVOURS).
 without_toolkit() {  # NAME, then the command (env and scripts/test.sh --plan)

@@ -9,8 +9,7 @@ set -uo pipefail
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 scratch=$(mktemp -d /tmp/ddp-setup-test.XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
-failures=0
-fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/expect.sh"  # fail, expect
 mkdir -p "$scratch/course/scripts" "$scratch/bin"
 cp "$root"/scripts/*.sh "$scratch/course/scripts/"
 
@@ -42,23 +41,14 @@ S
 chmod +x "$scratch"/bin/*
 
 # case NAME BUSY THEN WAIT RC PATTERN...: setup.sh cpu with the stand-ins, its exit status and
-# output (stdout and stderr) checked; a PATTERN starting with '!' must be absent.
+# output checked as expect does (a PATTERN starting with '!' must be absent).
 case_() {
-  local name=$1 busy=$2 then=$3 wait=$4 want_rc=$5 out rc p
+  local name=$1 busy=$2 then=$3 wait=$4 want_rc=$5
   shift 5
   rm -f "$scratch/calls" "$scratch/calls.log"
-  out=$(PATH="$scratch/bin:$PATH" CALLS="$scratch/calls" BUSY=$busy THEN=$then DDP_APT_WAIT=$wait \
-        timeout 60 "$scratch/course/scripts/setup.sh" cpu 2>&1); rc=$?
-  echo "--- $name: exit $rc, apt-get called $(cat "$scratch/calls" 2>/dev/null || echo 0) times"
-  printf '%s\n' "$out" | sed 's/^/    /'
-  [ "$rc" = "$want_rc" ] || fail "$name: exit $rc, expected $want_rc"
-  for p in "$@"; do
-    if [ "${p:0:1}" = "!" ]; then
-      ! grep -qE -- "${p:1}" <<< "$out" || fail "$name: the output holds '${p:1}'"
-    else
-      grep -qE -- "$p" <<< "$out" || fail "$name: the output lacks '$p'"
-    fi
-  done
+  expect "$name" "$want_rc" "$@" -- env PATH="$scratch/bin:$PATH" CALLS="$scratch/calls" BUSY="$busy" THEN="$then" \
+    DDP_APT_WAIT="$wait" timeout 60 "$scratch/course/scripts/setup.sh" cpu
+  echo "    (apt-get was called $(cat "$scratch/calls" 2>/dev/null || echo 0) times)"
 }
 
 # Busy for two tries (10 s), then free: two waits said, the install done.

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/basics/log.h"
+#include "common/group/process_group.h"
 #include "common/launch/error_file.h"
 
 namespace spawn {

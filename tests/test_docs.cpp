@@ -12,10 +12,12 @@
 // stops it; Slurm's own srun lines during a requeue): they are left out of the comparison on
 // both sides; `\s` stands for a blank.
 // The block opens with the command lines, `$ ...` (a trailing `\` continues one), and the rest
-// is what they print, whole: every line, in order. The test runs the commands with bash, from a
-// folder whose entries link to the repository's (so `./build-cpu/05_ddp` and `06_slurm/...`
-// work; `runs/` is the folder's own, not the repository's), with the tests' environment (no rank
-// variables, DDP_GPU_COUNT=0), and compares:
+// is what they print, whole: every line, in order. The README walk (Note [Walking the READMEs] in
+// test_walk.cpp) runs its commands where a learner runs them, in its copy of the repository after
+// the blocks before it, and gives what they printed, command after command, to compare_walked();
+// blocks marked `slurm` run in Slurm.ReadmeJobLogsMatchRealJobs, from a folder whose entries link
+// to the repository's (so `./build-cpu/05_ddp` and `06_slurm/...` work; `runs/` is the folder's
+// own). Either way with the tests' environment (no rank variables, DDP_GPU_COUNT=0). Compared:
 //   - line by line after masking what legitimately varies: ports, pids, host names, measured
 //     durations (decimals, "in 12s", "ETA 0:14", "... ago"), samples/s, the overlap share,
 //     dates, Slurm job ids; runs of blanks count as one. Everything else — the lines, their
@@ -33,9 +35,10 @@
 // the recorded figures] in kernels.cpp); where a block's process cannot run those (the CPU, or a
 // variable choosing others: recorded_figures_cannot_hold()), the figures that move with them
 // (figure_pattern(): losses, accuracies, fingerprints, a check's |diff|) are masked on both sides;
-// a block that shows such figures runs a second time and each process must print the same figures
-// again, and the test prints which recorded figures it did not compare, how many moved, and why:
-// never silently. Blocks marked `slurm` run in the Slurm.* test, under a real Slurm only.
+// a block that shows such figures runs twice more, each in a folder of its own, and each process
+// must print the same figures both times, and the test prints which recorded figures it did not
+// compare, how many moved, and why: never silently. Blocks marked `slurm` run under a real Slurm
+// only.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -59,6 +62,7 @@
 
 #include "kernels.h"
 #include "proc.h"
+#include "checked_blocks.h"
 #include "readme_blocks.h"
 
 using namespace ddp_test;
@@ -110,8 +114,8 @@ const std::vector<std::string> kChapterReadmes = {"README.md",           "01_joi
                                                   "03_manual_allreduce/README.md", "04_grad_hooks/README.md", "05_ddp/README.md",
                                                   "06_slurm/README.md"};
 
-std::vector<Block> read_blocks(const std::string& readme) {
-  std::ifstream in(std::string(DDP_SOURCE_DIR) + "/" + readme);
+std::vector<Block> read_blocks(const std::string& readme, const std::string& root = DDP_SOURCE_DIR) {
+  std::ifstream in(root + "/" + readme);
   std::vector<std::string> lines;
   for (std::string l; std::getline(in, l);) lines.push_back(l);
   std::vector<Block> blocks;
@@ -278,6 +282,34 @@ struct BlockCheck {
 // kernels), and compares it with its README. Where the recorded figures cannot hold on these
 // kernels, the figures are masked, a block that shows any runs twice and each process must print
 // the same figures both times (Note [Checked examples]).
+// What a block printed, by process: its lines but those it may leave out, with the absolute
+// paths into the folder `dir` it ran in read as the README's example checkout.
+std::map<std::string, std::vector<Line>> printed_by_process(const Block& b, const std::string& output, const std::string& dir,
+                                                            bool figures) {
+  std::vector<std::pair<int, std::string>> printed;
+  std::istringstream lines(output);
+  for (std::string l; std::getline(lines, l);) {
+    for (size_t at; (at = l.find(dir)) != std::string::npos;) l.replace(at, dir.size(), kExampleCheckout);
+    if (!b.optional(l)) printed.emplace_back(0, l);
+  }
+  return by_process(printed, figures);
+}
+
+// The README's lines of `b` against those printed, process by process: "" when they agree.
+std::string compare(const Block& b, const std::map<std::string, std::vector<Line>>& got, bool figures) {
+  const auto want = by_process(b.expected, figures);
+  std::map<std::string, bool> tags;
+  for (const auto& [tag, _] : want) tags[tag] = true;
+  for (const auto& [tag, _] : got) tags[tag] = true;
+  std::string report;
+  for (const auto& [tag, _] : tags) {
+    const auto w = want.count(tag) ? want.at(tag) : std::vector<Line>{};
+    const auto g = got.count(tag) ? got.at(tag) : std::vector<Line>{};
+    report += diff(b.readme, w, g);
+  }
+  return report;
+}
+
 BlockCheck check_block(const Block& b, const std::map<std::string, std::string>& kernels = {}) {
   const std::string unlike = recorded_figures_cannot_hold(kernels);
   auto run = [&](ProcResult& r) {
@@ -285,28 +317,14 @@ BlockCheck check_block(const Block& b, const std::map<std::string, std::string>&
     ProcSpec spec{{"/bin/bash", "-c", "cd " + dir + " || exit 99\n" + b.script}, kernels};
     if (const char* conf = std::getenv("SLURM_CONF"); b.slurm && conf) spec.env["SLURM_CONF"] = conf;  // the tests' env drops SLURM_*
     r = run_one(spec, b.timeout_s);
-    std::vector<std::pair<int, std::string>> printed;
-    std::istringstream lines(r.output);
-    for (std::string l; std::getline(lines, l);) {
-      // Absolute paths into the work folder read as the README's example checkout.
-      for (size_t at; (at = l.find(dir)) != std::string::npos;) l.replace(at, dir.size(), kExampleCheckout);
-      if (!b.optional(l)) printed.emplace_back(0, l);
-    }
     fs::remove_all(dir);
-    return by_process(printed, unlike.empty());
+    return printed_by_process(b, r.output, dir, unlike.empty());
   };
   BlockCheck c;
   ProcResult r;
   const auto want = by_process(b.expected, unlike.empty()), got = run(r);
   c.output = r.output;
-  std::map<std::string, bool> tags;
-  for (const auto& [tag, _] : want) tags[tag] = true;
-  for (const auto& [tag, _] : got) tags[tag] = true;
-  for (const auto& [tag, _] : tags) {
-    const auto w = want.count(tag) ? want.at(tag) : std::vector<Line>{};
-    const auto g = got.count(tag) ? got.at(tag) : std::vector<Line>{};
-    c.report += diff(b.readme, w, g);
-  }
+  c.report = compare(b, got, unlike.empty());
   const int code = r.timed_out ? -2 : r.term_signal ? 128 + r.term_signal : r.exit_code;
   if (code != b.exit_code) {
     c.report += "  exit code " + std::to_string(code) + (r.timed_out ? " (timed out)" : "") + ", the README says " +
@@ -341,13 +359,13 @@ BlockCheck check_block(const Block& b, const std::map<std::string, std::string>&
   return c;
 }
 
-// Runs every checked block of the READMEs (the `slurm` ones or the others) and reports each
-// mismatch; returns how many blocks ran.
-int check_readmes(bool slurm) {
+// Runs every checked block marked `slurm` (the others are run by the walk: Note [Walking the
+// READMEs] in test_walk.cpp) and reports each mismatch; returns how many blocks ran.
+int check_slurm_readmes() {
   int ran = 0;
   for (const std::string& readme : markdown_files()) {
     for (const Block& b : read_blocks(readme)) {
-      if (b.slurm != slurm) continue;
+      if (!b.slurm) continue;
       if (b.root && ::geteuid() != 0) {
         std::cout << readme << ":" << b.line << ": left out: the example needs root (network namespaces)\n";
         continue;
@@ -366,6 +384,32 @@ int check_readmes(bool slurm) {
 }
 
 }  // namespace
+
+namespace ddp_test::checked {
+
+std::optional<Compared> compare_walked(const std::string& root, const std::string& page, int first_command_line,
+                                       const std::string& printed, const std::string& dir) {
+  for (const Block& b : read_blocks(page, root)) {
+    if (b.line != first_command_line) continue;
+    Compared c;
+    if (const std::string why = skip_reason(); !why.empty()) {
+      c.notice = page + ":" + std::to_string(b.line) + ": output not compared: " + why;
+      c.compared = false;
+      return c;
+    }
+    const std::string unlike = recorded_figures_cannot_hold({});
+    c.report = compare(b, printed_by_process(b, printed, dir, unlike.empty()), unlike.empty());
+    if (!unlike.empty()) {  // the figures masked above; are they at least the same twice?
+      const BlockCheck again = check_block(b);
+      c.report += again.report;
+      c.notice = again.notice;
+    }
+    return c;
+  }
+  return std::nullopt;
+}
+
+}  // namespace ddp_test::checked
 
 TEST(Readme, MasksWhatVariesAndKeepsWhatMustNot) {
   EXPECT_EQ(mask("[launcher] store on 127.0.0.1:45391 (port chosen by the OS)"), "[launcher] store on 127.0.0.1:<port> (port chosen by the OS)");
@@ -394,11 +438,6 @@ TEST(Readme, DiffNamesTheReadmeLineAndToleratesOnlyInterleaving) {
   const auto wrong = by_process({{0, "[launcher] start"}, {0, "[rank 0/2] c"}, {0, "[rank 0/2] a"}, {0, "[rank 1/2] B"}});
   EXPECT_NE(diff("R.md", want.at("[rank 0/2]"), wrong.at("[rank 0/2]")).find("R.md:11: - [rank 0/2] a"), std::string::npos);
   EXPECT_NE(diff("R.md", want.at("[rank 1/2]"), wrong.at("[rank 1/2]")).find("R.md:12: - [rank 1/2] b"), std::string::npos);
-}
-
-TEST(Readme, ExpectedOutputsMatchRealRuns) {
-  if (const std::string why = skip_reason(); !why.empty()) GTEST_SKIP() << why;
-  EXPECT_GT(check_readmes(/*slurm=*/false), 0) << "no checked block found";
 }
 
 // A learner's CPU whose kernels are not the recorded ones (an x86-64 without AVX2, arm64, or a
@@ -453,7 +492,7 @@ TEST(Readme, FiguresAreMaskedOnlyWhereTheKernelsDiffer) {
 TEST(Slurm, ReadmeJobLogsMatchRealJobs) {
   if (const std::string why = skip_reason(); !why.empty()) GTEST_SKIP() << why;
   if (const std::string why = slurm_skip_reason(); !why.empty()) GTEST_SKIP() << why;
-  EXPECT_GT(check_readmes(/*slurm=*/true), 0) << "no checked block marked slurm";
+  EXPECT_GT(check_slurm_readmes(), 0) << "no checked block marked slurm";
 }
 
 // ---- The pages hold together: every page found, every relative link leads somewhere ----

@@ -89,6 +89,7 @@
 #include "common/launch/command.h"
 #include "common/launch/error_file.h"
 #include "common/launch/rank_env.h"
+#include "checked_blocks.h"
 #include "proc.h"
 #include "readme_blocks.h"
 
@@ -118,7 +119,8 @@ struct Step {
   std::vector<rb::Command> commands;
   double timeout_s = kDefaultTimeout;
   bool long_tier = false, root = false, slurm = false;
-  std::string not_run;  // the reason its `not run` marker gives
+  bool checked = false;  // a `<!-- checked -->` block: what it prints is compared with the page too
+  std::string not_run;   // the reason its `not run` marker gives
 };
 
 bool is_shell(const std::string& info) { return info == "sh" || info == "bash" || info == "shell"; }
@@ -158,6 +160,7 @@ std::vector<Step> steps_of(const std::string& page, const std::string& text, std
     }
     Step s{page, f.line, rb::commands(f.body, f.line + 1, console)};
     s.not_run = f.label;
+    s.checked = checked.has_value();
     if (console && s.commands.empty()) problems.push_back(where + "a ```console block without a `$ ` command: fence it ```text");
     if (!console && s.commands.empty()) problems.push_back(where + "an empty ```" + f.info + " block");
     for (size_t i = 0; i < f.body.size() && !console; ++i) {
@@ -388,6 +391,7 @@ struct WalkOptions {
 struct Walked {
   std::vector<std::string> problems;  // README:line, the command, exit code vs expected, its last lines
   int ran = 0, skipped = 0, not_run = 0;
+  int compared = 0, uncompared = 0;  // checked blocks whose output was compared with their page, or not (another build)
 };
 
 // Walks the pages' blocks in order in `copy`, printing a line per command as it goes.
@@ -421,6 +425,26 @@ Walked walk(const std::string& copy, const std::vector<std::string>& pages, cons
                              last_lines(parsed.output, 5));
       }
       const std::vector<Ran> ran = run_block(copy, runnable, s.timeout_s, walk_env(copy, shim, s.slurm));
+      // A checked block prints what its page shows, here, after every block before it
+      // (Note [Checked examples] in test_docs.cpp; `slurm` ones: Slurm.ReadmeJobLogsMatchRealJobs).
+      if (s.checked && !s.slurm && runnable.size() == s.commands.size()) {
+        std::string printed;
+        for (const Ran& r : ran) printed += r.output;
+        const int first = s.commands.front().line;
+        const auto c = checked::compare_walked(copy, page, first, printed, copy);
+        if (!c) {
+          w.problems.push_back(where + ": a checked block whose first `$ ` line the README checks do not find");
+        } else {
+          ++(c->compared ? w.compared : w.uncompared);
+          if (!c->notice.empty()) std::cout << "[walk] " << c->notice << "\n";
+          if (!c->report.empty()) {
+            std::string commands;
+            for (const rb::Command& cmd : s.commands) commands += cmd.text + (cmd.background ? " &\n" : "\n");
+            w.problems.push_back(page + ":" + std::to_string(first) + ": the expected output differs from a real run of\n" + commands +
+                                 c->report + "the whole output:\n" + printed);
+          }
+        }
+      }
       for (size_t i = 0; i < ran.size(); ++i) {
         const rb::Command& c = runnable[i];
         const int want = c.exit.value_or(0);
@@ -650,6 +674,33 @@ TEST(ReadmeWalk, CatchesAWrongExitAnUnlabelledBlockAndAHang) {
   fs::remove_all(dir);
 }
 
+// A checked block is compared with what its commands printed in the walk's copy: processes may
+// interleave, paths into the copy read as the example checkout, a changed line is named.
+TEST(ReadmeWalk, ComparesACheckedBlockWithWhatItPrinted) {
+  const std::string dir = pages_in_folder({{"README.md",
+                                            "<!-- checked -->\n"                                      // 1
+                                            "```console\n"                                            // 2
+                                            "$ (sleep 0.2; echo '[rank 1/2] b') &\n"                  // 3
+                                            "$ echo '[rank 0/2] a'; echo \"[rank 0/2] in $PWD/runs\"\n"  // 4
+                                            "[rank 0/2] a\n"                                          // 5
+                                            "[rank 1/2] b\n"                                          // 6
+                                            "[rank 0/2] in /home/you/ddp-course/runs\n"               // 7
+                                            "```\n"                                                   // 8
+                                            "<!-- checked: exit=3 -->\n"                              // 9
+                                            "```console\n"                                            // 10
+                                            "$ bash -c 'echo \"[rank 0/2] step 6 of 6\"; exit 3'\n"     // 11
+                                            "[rank 0/2] step 5 of 6\n"                                // 12
+                                            "```\n"}});                                               // 13
+  const Walked w = walk(dir, {"README.md"}, WalkOptions{});
+  if (w.uncompared) GTEST_SKIP() << "this build does not compare checked blocks (not build-cpu)";
+  const std::string all = joined(w.problems);
+  EXPECT_EQ(w.compared, 2);
+  EXPECT_TRUE(mentions(w.problems, "README.md:11: the expected output differs from a real run of\nbash -c")) << all;
+  EXPECT_TRUE(mentions(w.problems, "README.md:12: - [rank 0/2] step 5 of 6")) << all;
+  EXPECT_EQ(w.problems.size(), 1u) << all;
+  fs::remove_all(dir);
+}
+
 // Note [Walking the READMEs]: the real pages, after what scripts/run.sh runs, in one copy.
 TEST(ReadmeWalk, EveryCommandInReadingOrder) {
   ASSERT_NE(read_text(walk_source() + "/scripts/run.sh").find("scripts/course.sh"), std::string::npos)
@@ -678,9 +729,12 @@ TEST(ReadmeWalk, EveryCommandInReadingOrder) {
   ASSERT_TRUE(first.finished && first.code == 0) << kAfterRunSh << " failed in the copy:\n" << last_lines(first.output, 30);
   const Walked w = walk(copy, order, opt);
   for (const std::string& p : w.problems) ADD_FAILURE() << p;
+  EXPECT_GT(w.compared + w.uncompared, 0) << "no checked block was run";
   std::cout << "[walk] " << w.ran << " command(s) run, " << w.skipped << " skipped (tier, root, Slurm), " << w.not_run
-            << " labelled not run; " << w.problems.size() << " problem(s); " << std::fixed << std::setprecision(0)
-            << ddp::monotonic_seconds() - t0 << " s in all\n";
+            << " labelled not run; " << w.compared << " checked block(s) printed what their page shows"
+            << (w.uncompared ? " (" + std::to_string(w.uncompared) + " not compared: another build)" : "") << "; "
+            << w.problems.size() << " problem(s); " << std::fixed << std::setprecision(0) << ddp::monotonic_seconds() - t0
+            << " s in all\n";
   // The copy's runs/ take 100 MB and more: kept only when asked.
   if (const char* keep = std::getenv("DDP_WALK_KEEP"); keep && std::string(keep) == "1") {
     std::cout << "[walk] the copy is kept (DDP_WALK_KEEP=1): " << copy << "\n";

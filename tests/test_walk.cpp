@@ -38,6 +38,9 @@
 // Exit codes: 0, unless the command's line ends in a comment `# exit N` (visible: "# exit 75:
 // checkpointed; the same command resumes"), or, for the last command of a checked block, its
 // marker's exit=N. A command that runs past its timeout is killed, with everything it started.
+// A checked block (Note [Checked examples] in test_docs.cpp) is compared with its page too: what
+// its commands printed, one command after the other, here, after the blocks before it (a learner
+// who ran those sees the same); so it is never left to the long tier or to a `not run` marker.
 //
 // One block is one terminal: each runs in one bash from the copy's root, so a variable or an
 // `eval` lasts to the end of the block, not beyond; its stdin is /dev/null. The environment is the
@@ -188,6 +191,9 @@ std::vector<Step> steps_of(const std::string& page, const std::string& text, std
       else if (o == "slurm") s.slurm = s.long_tier = true;
       else if (std::regex_match(o, std::regex(R"(timeout=\d+(\.\d+)?)")) && !walk) s.timeout_s = std::stod(o.substr(8));
       else if (std::regex_match(o, std::regex(R"(exit=\d+)")) && !s.commands.empty() && !s.commands.back().exit) s.commands.back().exit = std::stoi(o.substr(5));
+    }
+    if (s.checked && !s.slurm && (s.long_tier || !s.not_run.empty())) {
+      problems.push_back(where + "a checked block runs and is compared in every walk: no `long` or 'not run' marker on it");
     }
     steps.push_back(s);
   }
@@ -585,7 +591,8 @@ TEST(ReadmeWalk, RefusesWhatItCannotReadWithoutGuessing) {
            "<!-- walk: timeout=1m -->\n```sh\n./e\n```\n"      // 17: unknown option, fence 18
            "<!-- not run: it is output -->\n```text\nx\n```\n"  // 21: marker on text, fence 22
            "<!-- walk: long -->\n\n```sh\n./f\n```\n"        // 25: a marker a blank line away
-           "<!-- not run: a GPU -->\nSome prose.\n",    // 30: a marker with no block
+           "<!-- not run: a GPU -->\nSome prose.\n"     // 30: a marker with no block
+           "<!-- walk: long -->\n<!-- checked -->\n```console\n$ ./g\n```\n",  // 32: a checked block in the long tier, fence 34
            problems);
   const std::string all = joined(problems);
   EXPECT_TRUE(mentions(problems, "P.md:1: a fence without an info string")) << all;
@@ -597,7 +604,8 @@ TEST(ReadmeWalk, RefusesWhatItCannotReadWithoutGuessing) {
   EXPECT_TRUE(mentions(problems, "P.md:22: a 'not run' marker on a ```text block")) << all;
   EXPECT_TRUE(mentions(problems, "P.md:25: a walk or 'not run' marker that no fence follows")) << all;
   EXPECT_TRUE(mentions(problems, "P.md:30: a walk or 'not run' marker that no fence follows")) << all;
-  EXPECT_EQ(problems.size(), 9u) << all;
+  EXPECT_TRUE(mentions(problems, "P.md:34: a checked block runs and is compared in every walk")) << all;
+  EXPECT_EQ(problems.size(), 10u) << all;
 }
 
 TEST(ReadmeWalk, ReadingOrderIsTheTopPageThenEachChapterWithWhatItLinks) {

@@ -168,11 +168,13 @@ TEST(Links, NothingIsLeftBehindWhenTheLauncherIsKilled) {
                              "injecting fault: --fail-mode hang");
 }
 
+// The job must still be training when it is killed, 8 s in: endless epochs (with the default 3,
+// 18 steps, a fast machine ended the job first and nothing was killed).
 TEST(Links, NothingIsLeftBehindWhenTheSimulatedSlurmIsKilled) {
   SKIP_WITHOUT_NAMESPACES();
   const std::string dir = temp_dir();
   expect_nothing_left_behind({"06_slurm", "--local", "--nodes", "2", "--tasks-per-node", "1", "--link", "100mbit", "--out-dir", dir,
-                              "--", "--model", "cnn", "--max-steps", "100000", "--train-samples", "768", "--test-samples", "100",
+                              "--", "--model", "cnn", "--epochs", "100000", "--train-samples", "768", "--test-samples", "100",
                               "--log-every", "1", "--timeout", "60"},
                              "step 1");
   std::system(("rm -rf " + dir).c_str());

@@ -52,13 +52,13 @@ if [[ " $flavours " == *" cpu "* ]]; then
   fi
 fi
 # The first time, each phase's estimate is what it took from a fresh clone on a 2-core machine of
-# CI's (2026-11-27: cpu build 256 s, cpu tests 969 s, cuda tests 389 s), and on the slower kind CI
-# also gets, 2.1 to 2.4 times the tests' time
+# CI's (2026-11-27, commit dcd5f23: cpu build 169 s, cpu tests 934 s, cuda tests 361 s; the cuda
+# build alone at -O2 329 s), and on the slower kind CI also gets, 2.1 to 2.4 times the tests' time
 # (docs/tests.md, "Test time"); after that, what it took here the last time.
-declare -A first_build=([cpu]="about 4.5 minutes on 2 idle cores (up to 9 on a slower machine)"
+declare -A first_build=([cpu]="about 3 minutes on 2 idle cores (up to 6 on a slower machine)"
                         [cuda]="about 4.5 minutes on 2 idle cores, longer at nice 19 beside the cpu tests")
-declare -A first_test=([cpu]="about 16 minutes on 2 cores (up to 2.5 times that on a slower machine)"
-                       [cuda]="about 6.5 minutes on 2 cores (up to 2.5 times that on a slower machine)")
+declare -A first_test=([cpu]="about 15 minutes on 2 cores (up to 2.5 times that on a slower machine)"
+                       [cuda]="about 6 minutes on 2 cores (up to 2.5 times that on a slower machine)")
 # Builds one flavour (at the priority given: "nice -n 19" or none), names its LibTorch, and
 # leaves its time for built(): a first build and one of what changed are kept apart.
 build_flavour() {

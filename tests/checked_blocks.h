@@ -13,11 +13,11 @@ struct Compared {
 };
 
 // Compares what the checked block of `page` (under `root`) whose first command is on line
-// `first_command_line` printed, its commands' output in their order, run in the folder `dir`,
-// with the page's lines. Where the kernels are not the recorded ones, the figures are masked and
+// `first_command_line` printed, its commands' output in their order, run in `root` (its paths
+// read as the example checkout), with the page's lines. Where the kernels are not the recorded ones, the figures are masked and
 // the block runs twice more, each in a folder of its own, to show they are reproducible. Nothing
 // when that line opens no checked block.
 std::optional<Compared> compare_walked(const std::string& root, const std::string& page, int first_command_line,
-                                       const std::string& printed, const std::string& dir);
+                                       const std::string& printed);
 
 }  // namespace ddp_test::checked

@@ -388,7 +388,7 @@ int check_slurm_readmes() {
 namespace ddp_test::checked {
 
 std::optional<Compared> compare_walked(const std::string& root, const std::string& page, int first_command_line,
-                                       const std::string& printed, const std::string& dir) {
+                                       const std::string& printed) {
   for (const Block& b : read_blocks(page, root)) {
     if (b.line != first_command_line) continue;
     Compared c;
@@ -398,7 +398,7 @@ std::optional<Compared> compare_walked(const std::string& root, const std::strin
       return c;
     }
     const std::string unlike = recorded_figures_cannot_hold({});
-    c.report = compare(b, printed_by_process(b, printed, dir, unlike.empty()), unlike.empty());
+    c.report = compare(b, printed_by_process(b, printed, root, unlike.empty()), unlike.empty());
     if (!unlike.empty()) {  // the figures masked above; are they at least the same twice?
       const BlockCheck again = check_block(b);
       c.report += again.report;

@@ -437,7 +437,7 @@ Walked walk(const std::string& copy, const std::vector<std::string>& pages, cons
         std::string printed;
         for (const Ran& r : ran) printed += r.output;
         const int first = s.commands.front().line;
-        const auto c = checked::compare_walked(copy, page, first, printed, copy);
+        const auto c = checked::compare_walked(copy, page, first, printed);
         if (!c) {
           w.problems.push_back(where + ": a checked block whose first `$ ` line the README checks do not find");
         } else {

@@ -154,8 +154,9 @@ TEST(JoinFailure, ADefaultNcclThisBuildCannotRunIsNamedAsTheDefault) {
 TEST(JoinFailure, ASecondClaimOfARankNeverJoinsSilently) {
   // Two processes claim rank 1 of a group of two, the second 1.5 s after the first. How far the
   // group got by then depends on the machine, and each case has its answer; none lets both join.
-  // 1500 steps (3-4 s of chapter 03 on 2 cores) keep the group training when the second claim
-  // arrives, which is the case this test is mostly about; 6000 took 30 s of CPU for the same.
+  // 1500 steps (two ranks of chapter 03 alone: 6.8 s on 2 cores, startup included) keep the
+  // group training when the second claim arrives, which is the case this test is mostly about;
+  // 6000 took 32 s of CPU for the same.
   const int port = free_port();
   auto trainer = [&](int r, double delay) {
     ProcSpec s{{"03_manual_allreduce", "--rank", std::to_string(r), "--world-size", "2", "--master-addr", "127.0.0.1",

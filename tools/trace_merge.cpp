@@ -60,7 +60,9 @@ void print_step(const std::string& path, int step, int width) {
   }
   if (forwards.empty()) throw ddp::UsageError(path + ": no \"forward\" spans: not a --trace file of 03, 04 or 05");
   double from = INFINITY, to = -INFINITY;
-  for (auto& [rank, f] : forwards) {
+  for (auto& rank_forwards : forwards) {  // not a structured binding: C++17 lambdas cannot capture one
+    const int rank = rank_forwards.first;
+    std::vector<double>& f = rank_forwards.second;
     std::vector<double>& ends = optimizer_ends[rank];
     std::sort(f.begin(), f.end()), std::sort(ends.begin(), ends.end());
     auto ended_by = [&](double t) { return static_cast<int>(std::upper_bound(ends.begin(), ends.end(), t) - ends.begin()); };

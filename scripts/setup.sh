@@ -64,7 +64,8 @@ apt_install() {  # runs in run_step, its output in the log
 # python3-torchvision: the model definitions (ResNets, ...) bench/profile_model.py writes profiles
 # from, matching python3-torch; 7 packages, 1.3 MB, about 6 s.
 # python3-matplotlib: the pictures of bench/ and 05's README (bench/plot_step.py and its kin).
-packages=(g++ make cmake binutils libtorch-dev libgloo-dev libopenblas0-pthread libcli11-dev libgtest-dev zlib1g-dev
+# clang: the compiler scripts/build.sh uses, 50 MB to download (Note [Compiled by clang] there).
+packages=(g++ clang make cmake binutils libtorch-dev libgloo-dev libopenblas0-pthread libcli11-dev libgtest-dev zlib1g-dev
           nlohmann-json3-dev python3-venv python3-torch python3-torchvision
           python3-matplotlib dataset-fashion-mnist iproute2)
 missing=()

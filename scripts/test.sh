@@ -76,7 +76,7 @@ build_flavour() {
     return 1
   fi
   echo "$key $((SECONDS - start))" > "$root/build-$f/build-time.txt"  # for built(), in the main shell
-  grep -E "^-- (LibTorch|Gloo|CUDA|NCCL|BLAS|Linker|torchrun|Python reference|TensorBoard|Slurm)|BLAS:" "$log" | sed "s|^|[build $f] |" || true
+  grep -E "^-- (LibTorch|Compiler|Gloo|CUDA|NCCL|BLAS|Linker|torchrun|Python reference|TensorBoard|Slurm)|BLAS:" "$log" | sed "s|^|[build $f] |" || true
 }
 built() { local k t; read -r k t < "$root/build-$1/build-time.txt" && phase_done "$k" "$t"; }
 descendants() { local p; for p in $(pgrep -P "$1"); do echo "$p"; descendants "$p"; done; }

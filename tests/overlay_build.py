@@ -6,7 +6,8 @@ Usage: overlay_build.py BUILD SOURCE COPY OUT TARGET...
 BUILD is a configured and built build folder of the course at SOURCE (with compile_commands.json);
 COPY is a copy of SOURCE with some files changed (an exercise's solution applied). Every object
 of TARGET's programs and libraries whose source or headers (from the compiler's depfiles) changed
-is compiled again from COPY, with BUILD's own flags and precompiled header; its library is copied
+is compiled again from COPY, with BUILD's own flags and precompiled header (the headers COPY
+changed found before SOURCE's: Note [The changed headers apart]); its library is copied
 with the member replaced; the program is linked with BUILD's link command. Everything else is
 BUILD's own. OUT gets the new programs, and a link to each other program of BUILD, so that OUT
 can stand in for BUILD (DDP_BUILD=OUT).
@@ -103,6 +104,18 @@ def main():
             elif a.endswith(".a") and full.startswith(build + os.sep):
                 wanted_dirs.add(os.path.join(build, "CMakeFiles", os.path.basename(a)[3:-2] + ".dir"))
 
+    # Note [The changed headers apart]: the files compiled again find a header the copy changed
+    # in OVERLAY, which holds only those, and every other header where the build found it, in
+    # SOURCE: the very files the precompiled header was made from. Clang keeps a header's
+    # `#pragma once` by the file, so the copy's unchanged common/group/compat.h would be a second
+    # one beside the precompiled header's (GCC compares contents, and took them for one).
+    overlay = os.path.join(out, "changed-headers")
+    for c in changed:
+        if c.endswith((".h", ".hpp")):
+            rel = os.path.relpath(c, source)
+            os.makedirs(os.path.dirname(os.path.join(overlay, rel)), exist_ok=True)
+            shutil.copy(os.path.join(copy, rel), os.path.join(overlay, rel))
+
     # Which objects to compile again: those of the targets whose source or any header it read
     # changed (other programs that compile the same file, e.g. the bench's copy of 03's ring, not).
     recompiled = {}  # object path (absolute, in BUILD) -> new object path (in OUT)
@@ -130,7 +143,8 @@ def main():
                 k += 2
                 continue
             if a.startswith("-I") and len(a) > 2 and rel_in_source(a[2:]) is not None:
-                a = "-I" + os.path.normpath(os.path.join(copy, rel_in_source(a[2:])))
+                # The changed headers first, then SOURCE's own (see headers_in_overlay).
+                new_args.append("-I" + os.path.normpath(os.path.join(overlay, rel_in_source(a[2:]))))
             elif os.path.isabs(a) and rel_in_source(a) is not None and a.endswith((".cpp", ".cc", ".cxx")):
                 a = os.path.join(copy, rel_in_source(a))
             elif os.path.normpath(a) == os.path.normpath(os.path.join(d, entry["file"])) and os.sep + "Unity" + os.sep in a:

@@ -62,13 +62,14 @@ EOF
 )
 [ $? = 0 ] || fail "the second run stopped or failed (above)"
 
-# A build's progress lines name what is compiled, files compiled together included (by their
-# target, not CMake's generated file name).
+# A build's progress lines name what is compiled, the precompiled header (clang's .pch, GCC's
+# .gch) and files compiled together included (by their target, not CMake's generated file name).
 source "$root/scripts/progress.sh"
-shown=$(printf '%s\n' "[ 25%] Building CXX object CMakeFiles/ddp_core.dir/Unity/unity_0_cxx.cxx.o" \
+shown=$(printf '%s\n' "[ 12%] Building CXX object CMakeFiles/ddp_common.dir/cmake_pch.hxx.pch" \
+  "[ 25%] Building CXX object CMakeFiles/ddp_core.dir/Unity/unity_0_cxx.cxx.o" \
   "[ 91%] Building CXX object tests/CMakeFiles/ddp_tests.dir/Unity/unity_1_cxx.cxx.o" \
   "[ 30%] Building CXX object CMakeFiles/ddp_trainer.dir/05_ddp/ddp.cpp.o" | sed -nE "$BUILD_FILTER" | paste -sd '|')
-same "progress lines" "$shown" "[25%] compiling ddp_core's files together (part 0)|[91%] compiling ddp_tests's files together (part 1)|[30%] compiling 05_ddp/ddp.cpp"
+same "progress lines" "$shown" "[12%] precompiling <torch/torch.h> (under a minute)|[25%] compiling ddp_core's files together (part 0)|[91%] compiling ddp_tests's files together (part 1)|[30%] compiling 05_ddp/ddp.cpp"
 
 # test.sh itself uses them: its estimates and summary come from timings.sh.
 grep -q 'source "$root/scripts/timings.sh"' "$root/scripts/test.sh" || fail "scripts/test.sh does not source scripts/timings.sh"

@@ -10,6 +10,9 @@
 #          toolkit in $DDP_CUDA_HOME (default /usr/local/cuda)
 # Usage: scripts/setup.sh [cpu] [cuda] [all]   (default: $DDP_FLAVOURS, else every flavour this
 #        machine can build, saying which it skipped; one named that cannot be built: exit 2)
+#        DDP_SETUP_TORCH=later: everything but torch's wheel, which a second call installs (what
+#        scripts/test.sh does, beside the cpu build: Note [The wheel beside the cpu build] there);
+#        DDP_SETUP_LOG: the installers' log (default setup.log).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${DDP_VENV:-$root/.venv}
@@ -17,7 +20,7 @@ torch_pip_version=2.11.0
 
 source "$root/scripts/progress.sh"
 source "$root/scripts/flavours.sh"
-log=$root/setup.log  # what the installers print; named when they take long or fail
+log=${DDP_SETUP_LOG:-$root/setup.log}  # what the installers print; named when they take long or fail
 say() { echo "[setup] $*"; }
 die() { echo "[setup] error: $*" >&2; exit 2; }
 
@@ -95,18 +98,32 @@ for lib in libblas.so.3 liblapack.so.3; do
 done
 
 # 2. The CUDA flavour: LibTorch from the pip wheel, and the CUDA toolkit it was built with.
+# The virtualenv and TensorBoard's reader first: the cpu build's configure looks for the reader
+# (scripts/build.sh), so it is there before the cpu build starts; torch's wheel last.
+torch_later=${DDP_SETUP_TORCH:-now}
+[[ $torch_later =~ ^(now|later)$ ]] || die "DDP_SETUP_TORCH must be now or later, not '$torch_later'"
 if [[ " $flavours " == *" cuda "* ]]; then
-  if ! "$venv/bin/python" -c "import torch,sys; sys.exit(torch.__version__.split('+')[0] != '$torch_pip_version')" 2>/dev/null; then
-    # One line per package pip collects (torch and its CUDA wheels, about 20).
-    run_step "[setup]" "creating $venv with torch==$torch_pip_version (4.6 GB: about a minute from pip's cache, several to download)" "$log" \
-      's/^(Collecting [^ ]+).*/\1/p; s/^(Installing collected packages).*/\1/p; s/^(Successfully installed).*/\1/p' \
-      bash -c '/usr/bin/python3 -m venv "$1" && "$1/bin/pip" install --disable-pip-version-check --progress-bar off "torch==$2"' _ "$venv" "$torch_pip_version" ||
-      die "creating the virtualenv failed: see $log"
+  if [ ! -x "$venv/bin/python" ]; then
+    say "creating the virtualenv $venv"
+    /usr/bin/python3 -m venv "$venv" >> "$log" 2>&1 || die "creating the virtualenv $venv failed: see $log"
   fi
   # TensorBoard's own reader checks the trainer's event files in the tests.
   if ! "$venv/bin/python" -c "import tensorboard" 2>/dev/null; then
     run_step "[setup]" "adding tensorboard to $venv (under a minute)" "$log" 's/^(Collecting [^ ]+).*/\1/p' \
       "$venv/bin/pip" install --disable-pip-version-check --progress-bar off tensorboard || die "installing tensorboard failed: see $log"
   fi
+  if [ "$torch_later" = later ]; then
+    say "torch==$torch_pip_version's wheel: by a second call (DDP_SETUP_TORCH=later)"
+  elif ! "$venv/bin/python" -c "import torch,sys; sys.exit(torch.__version__.split('+')[0] != '$torch_pip_version')" 2>/dev/null; then
+    # One line per package pip collects (torch and its CUDA wheels, about 20).
+    run_step "[setup]" "installing torch==$torch_pip_version into $venv (4.6 GB: about a minute from pip's cache, several to download)" "$log" \
+      's/^(Collecting [^ ]+).*/\1/p; s/^(Installing collected packages).*/\1/p; s/^(Successfully installed).*/\1/p' \
+      "$venv/bin/pip" install --disable-pip-version-check --progress-bar off "torch==$torch_pip_version" ||
+      die "installing torch into the virtualenv failed: see $log"
+  fi
 fi
-say "ready: ${flavours}"
+if [ "$torch_later" = later ] && [[ " $flavours " == *" cuda "* ]]; then
+  say "ready: ${flavours}, but for torch's wheel"
+else
+  say "ready: ${flavours}"
+fi

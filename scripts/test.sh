@@ -35,9 +35,32 @@ fi
 
 source "$root/scripts/progress.sh"
 source "$root/scripts/timings.sh"
+# Whatever this script started, stopped when it ends: the wheel's install (if the cpu build
+# failed before it ended) with the pip it runs, and the throw-away Slurm below.
+descendants() { local p; for p in $(pgrep -P "$1"); do echo "$p"; descendants "$p"; done; }
+wheel="" slurm_up=no
+cleanup() {
+  [ -z "$wheel" ] || kill $(descendants "$wheel") "$wheel" 2>/dev/null || true
+  [ "$slurm_up" = no ] || "$root/scripts/local_slurm.sh" down >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+# Note [The wheel beside the cpu build]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Installing torch's 4.6 GB wheel into the virtualenv takes a minute or more of one core, mostly
+# unpacking, and only the cuda build needs it. So setup.sh makes everything else first (Debian's
+# packages, the virtualenv with TensorBoard's reader, which the cpu build's configure looks for),
+# and a second call installs the wheel while the cpu build compiles; the cuda build waits for it.
 start=$SECONDS
-"$root/scripts/setup.sh" $flavours
-phase_done setup $((SECONDS - start))
+if [[ " $flavours " == *" cuda "* ]]; then
+  DDP_SETUP_TORCH=later "$root/scripts/setup.sh" $flavours
+  phase_done setup $((SECONDS - start))
+  DDP_SETUP_LOG=$root/setup-torch.log "$root/scripts/setup.sh" cuda &
+  wheel=$!
+  wheel_start=$SECONDS
+else
+  "$root/scripts/setup.sh" $flavours
+  phase_done setup $((SECONDS - start))
+fi
 status=0
 # A throw-away Slurm for chapter 06's tests (label slurm), stopped again when this script ends.
 # Without root or namespaces they skip, and say why.
@@ -45,7 +68,7 @@ if [[ " $flavours " == *" cpu "* ]]; then
   if why=$("$root/scripts/local_slurm.sh" up 2>&1); then
     echo "$why"
     eval "$("$root/scripts/local_slurm.sh" env)"
-    trap '"$root/scripts/local_slurm.sh" down >/dev/null 2>&1 || true' EXIT
+    slurm_up=yes
   else
     echo "$why"
     export DDP_SLURM_UNAVAILABLE="${why//$'\n'/ }"
@@ -79,11 +102,20 @@ build_flavour() {
   grep -E "^-- (LibTorch|Compiler|Gloo|CUDA|NCCL|BLAS|Linker|torchrun|Python reference|TensorBoard|Slurm)|BLAS:" "$log" | sed "s|^|[build $f] |" || true
 }
 built() { local k t; read -r k t < "$root/build-$1/build-time.txt" && phase_done "$k" "$t"; }
-descendants() { local p; for p in $(pgrep -P "$1"); do echo "$p"; descendants "$p"; done; }
 read -r -a fl <<< "$flavours"
 logs=()
 build_flavour "${fl[0]}" || exit 1
 built "${fl[0]}"
+if [ -n "$wheel" ]; then
+  kill -0 "$wheel" 2>/dev/null && echo "[build cuda] waits for torch's wheel, still being installed (setup)"
+  if ! wait "$wheel"; then
+    wheel=""
+    echo "== setup of the cuda flavour FAILED (above; log: $root/setup-torch.log)"
+    exit 2
+  fi
+  wheel=""
+  phase_done setup-wheel $((SECONDS - wheel_start))
+fi
 for i in "${!fl[@]}"; do
   f=${fl[$i]}
   next=${fl[$((i + 1))]:-}

@@ -2,14 +2,18 @@
 #include "proc.h"
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
@@ -64,11 +68,48 @@ std::string bin(const std::string& name) { return std::string(DDP_BIN_DIR) + "/"
 
 int free_port() { return ddp::find_free_port("127.0.0.1"); }
 
+// Note [The tests' scratch folders]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A test's runs write logs, metrics and checkpoints into folders of temp_dir(); most tests never
+// removed them, and a full run left some fifty in /tmp (megabytes each with checkpoints). Each
+// test process now makes its folders inside one of its own, /tmp/ddp_test_XXXXXX, removed once
+// its tests end; kept and named when one of them failed (or keep_scratch_folders() was called,
+// as the walk does for DDP_WALK_KEEP=1), for a look. A process that a test left running and that
+// still writes there makes the removal leave what it wrote: errors are ignored.
+namespace {
+std::string scratch_root;
+bool keep_scratch = false;
+
+class ScratchFolders : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    if (scratch_root.empty()) return;
+    if (keep_scratch || ::testing::UnitTest::GetInstance()->failed_test_count() > 0) {
+      std::cout << "[scratch] this process's folders are kept for a look: " << scratch_root << "\n";
+      return;
+    }
+    // nftw, not std::filesystem::remove_all: the pip wheel's libtorch.so exports copies of
+    // std::filesystem's functions of its own, which ddp_unit_tests (linked to it) calls instead
+    // of libstdc++'s, and its remove_all crashed there (a null function pointer).
+    ::nftw(scratch_root.c_str(), [](const char* path, const struct stat*, int, FTW*) { return ::remove(path), 0; }, 16,
+           FTW_DEPTH | FTW_PHYS);
+  }
+};
+::testing::Environment* const kScratchFolders = ::testing::AddGlobalTestEnvironment(new ScratchFolders);
+}  // namespace
+
 std::string temp_dir() {
-  char tmpl[] = "/tmp/ddp_test_XXXXXX";
-  if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
-  return tmpl;
+  if (scratch_root.empty()) {
+    char root[] = "/tmp/ddp_test_XXXXXX";
+    if (!::mkdtemp(root)) throw std::runtime_error("mkdtemp failed");
+    scratch_root = root;
+  }
+  std::string dir = scratch_root + "/XXXXXX";
+  if (!::mkdtemp(dir.data())) throw std::runtime_error("mkdtemp failed in " + scratch_root);
+  return dir;
 }
+
+void keep_scratch_folders() { keep_scratch = true; }
 
 int count(const std::string& hay, const std::string& needle) {
   int n = 0;

@@ -43,8 +43,10 @@ std::string slurm_skip_reason();
 std::string bin(const std::string& name);
 // A TCP port that is free right now.
 int free_port();
-// A fresh empty folder under /tmp.
+// A fresh empty folder under /tmp, inside this process's own (Note [The tests' scratch folders]
+// in proc.cpp): removed when its tests end, unless one failed or keep_scratch_folders() was called.
 std::string temp_dir();
+void keep_scratch_folders();
 // How often `needle` occurs in `hay`.
 int count(const std::string& hay, const std::string& needle);
 // a followed by b.

@@ -24,7 +24,8 @@ const std::string kReferenceSocket = std::string(DDP_BIN_DIR) + "/reference.sock
 // torch once and serves each case from a child it forks (the way the reference forks its ranks),
 // on a socket in the build folder. A case asks it when it runs, else (no server: a test run
 // outside ctest, or the server gone) runs the reference itself; the output and the exit code
-// are the same either way, and the case says which served it.
+// are the same either way, and the case says which served it. The tests that compare with a
+// reference and run under the fixture are listed in tests/CMakeLists.txt (_served).
 std::optional<ProcResult> ask_reference_server(const std::string& script, const std::vector<std::string>& args,
                                                double deadline_s, const std::map<std::string, std::string>& extra) {
   const std::string& path = kReferenceSocket;

@@ -294,7 +294,7 @@ TEST(Trainer, SyncBatchNormAtTwoAndThreeRanksTrainsAsOneProcessOnTheGlobalBatch)
       ProcSpec py{{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/trainer_reference.py", "--init", dir + "/init.pt",
                    "--compare", dir + "/final.pt", "--world-size", "1", "--batch-size", std::to_string(16 * world), "--tolerance", "1e-5"}};
       py.argv.insert(py.argv.end(), shared.begin(), shared.end());
-      auto r = run_reference(py);
+      auto r = run_reference(py, /*served=*/true);
       std::system(("rm -rf " + dir).c_str());
       EXPECT_EQ(r.exit_code, sync ? 0 : 1) << r.output;
       EXPECT_NE(r.output.find(sync ? "tolerance 1e-05: OK" : "tolerance 1e-05: FAILED"), std::string::npos) << r.output;

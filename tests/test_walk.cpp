@@ -748,6 +748,7 @@ TEST(ReadmeWalk, EveryCommandInReadingOrder) {
   // The copy's runs/ take 100 MB and more: kept only when asked.
   if (const char* keep = std::getenv("DDP_WALK_KEEP"); keep && std::string(keep) == "1") {
     std::cout << "[walk] the copy is kept (DDP_WALK_KEEP=1): " << copy << "\n";
+    keep_scratch_folders();
   } else {
     fs::remove_all(fs::path(copy).parent_path());
     if (HasFailure()) std::cout << "[walk] DDP_WALK_KEEP=1 keeps the copy for a look\n";

@@ -54,9 +54,9 @@ start=$SECONDS
 if [[ " $flavours " == *" cuda "* ]]; then
   DDP_SETUP_TORCH=later "$root/scripts/setup.sh" $flavours
   phase_done setup $((SECONDS - start))
-  DDP_SETUP_LOG=$root/setup-torch.log "$root/scripts/setup.sh" cuda &
+  wheel_time=$(mktemp)  # its own seconds, for the summary
+  ( begun=$SECONDS; DDP_SETUP_LOG=$root/setup-torch.log "$root/scripts/setup.sh" cuda && echo $((SECONDS - begun)) > "$wheel_time" ) &
   wheel=$!
-  wheel_start=$SECONDS
 else
   "$root/scripts/setup.sh" $flavours
   phase_done setup $((SECONDS - start))
@@ -75,13 +75,13 @@ if [[ " $flavours " == *" cpu "* ]]; then
   fi
 fi
 # The first time, each phase's estimate is what it took from a fresh clone on a 2-core machine of
-# CI's (2026-11-27, commit dcd5f23: cpu build 169 s, cpu tests 934 s, cuda tests 361 s; the cuda
-# build alone at -O2 329 s), and on the slower kind CI also gets, 2.1 to 2.4 times the tests' time
-# (docs/tests.md, "Test time"); after that, what it took here the last time.
-declare -A first_build=([cpu]="about 3 minutes on 2 idle cores (up to 6 on a slower machine)"
-                        [cuda]="about 4.5 minutes on 2 idle cores, longer at nice 19 beside the cpu tests")
+# CI's (2026-11-28, commit e0f34c1: cpu build 153 s beside torch's wheel, cpu tests 884 s, cuda
+# tests 321 s; the cuda build alone 129 s), and on the slower kind CI also gets, 2.1 to 2.4 times
+# the tests' time (docs/tests.md, "Test time"); after that, what it took here the last time.
+declare -A first_build=([cpu]="about 2.5 minutes on 2 idle cores (up to 5 on a slower machine)"
+                        [cuda]="about 2 minutes on 2 idle cores, longer at nice 19 beside the cpu tests")
 declare -A first_test=([cpu]="about 15 minutes on 2 cores (up to 2.5 times that on a slower machine)"
-                       [cuda]="about 6 minutes on 2 cores (up to 2.5 times that on a slower machine)")
+                       [cuda]="about 5.5 minutes on 2 cores (up to 2.5 times that on a slower machine)")
 # Builds one flavour (at the priority given: "nice -n 19" or none), names its LibTorch, and
 # leaves its time for built(): a first build and one of what changed are kept apart.
 build_flavour() {
@@ -107,14 +107,17 @@ logs=()
 build_flavour "${fl[0]}" || exit 1
 built "${fl[0]}"
 if [ -n "$wheel" ]; then
-  kill -0 "$wheel" 2>/dev/null && echo "[build cuda] waits for torch's wheel, still being installed (setup)"
+  start=$SECONDS waited=no
+  kill -0 "$wheel" 2>/dev/null && waited=yes && echo "[build cuda] waits for torch's wheel, still being installed (setup)"
   if ! wait "$wheel"; then
     wheel=""
     echo "== setup of the cuda flavour FAILED (above; log: $root/setup-torch.log)"
     exit 2
   fi
   wheel=""
-  phase_done setup-wheel $((SECONDS - wheel_start))
+  phase_done setup-wheel "$(cat "$wheel_time")"
+  rm -f "$wheel_time"
+  [ $waited = no ] || phase_done wait-wheel $((SECONDS - start))
 fi
 for i in "${!fl[@]}"; do
   f=${fl[$i]}

@@ -38,9 +38,10 @@ source "$root/scripts/timings.sh"
 # Whatever this script started, stopped when it ends: the wheel's install (if the cpu build
 # failed before it ended) with the pip it runs, and the throw-away Slurm below.
 descendants() { local p; for p in $(pgrep -P "$1"); do echo "$p"; descendants "$p"; done; }
-wheel="" slurm_up=no
+wheel="" wheel_time="" slurm_up=no
 cleanup() {
   [ -z "$wheel" ] || kill $(descendants "$wheel") "$wheel" 2>/dev/null || true
+  [ -z "$wheel_time" ] || rm -f "$wheel_time"
   [ "$slurm_up" = no ] || "$root/scripts/local_slurm.sh" down >/dev/null 2>&1 || true
 }
 trap cleanup EXIT

@@ -103,7 +103,7 @@ done
 torch_later=${DDP_SETUP_TORCH:-now}
 [[ $torch_later =~ ^(now|later)$ ]] || die "DDP_SETUP_TORCH must be now or later, not '$torch_later'"
 if [[ " $flavours " == *" cuda "* ]]; then
-  if [ ! -x "$venv/bin/python" ]; then
+  if [ ! -x "$venv/bin/pip" ]; then  # also a virtualenv whose creation was cut short
     say "creating the virtualenv $venv"
     /usr/bin/python3 -m venv "$venv" >> "$log" 2>&1 || die "creating the virtualenv $venv failed: see $log"
   fi

@@ -1,13 +1,8 @@
 // 05_ddp: a complete data-parallel trainer, built on our own DistributedDataParallel class.
 //
-// Read: this file, steps 1-7 in order (the trainer: the C++ twin of a Python DDP script), then
-// ddp.h and ddp.cpp (the class: chapter 04's hooks, with gradients packed into buckets whose
-// all-reduce starts while backward is still running).
-// Skip on a first reading: the folders beside them. trainer/ is the plumbing around the lesson
-// (flags, data, schedule, batches, logs, checkpoint/resume, validation); beyond/ holds the
-// features past it, composed here as a Python script imports them: `extras` (beyond/extras.h:
-// faults, drills, chapter 06's preemption, --trace, --record-samples, the overlap report), AMP,
-// --global-batch, SyncBatchNorm, comm hooks (ddp_flags.h), Join and ZeRO: pages of going_further/.
+// Read: steps 1-7 in order (the trainer: the C++ twin of a Python DDP script), then the class
+// (README.md lists what). A line that composes a feature past the lesson (beyond/, a "Going
+// further" page; chapter 06) says `past the lesson:` and what it is: step over it at first.
 //
 // Usage:
 //   ./build-cpu/05_ddp --nproc-per-node 2                   # forks 2 ranks (02_spawn's launcher)
@@ -32,7 +27,6 @@
 #include "05_ddp/trainer/launch.h"
 #include "05_ddp/ddp.h"
 #include "05_ddp/beyond/ddp_flags.h"
-#include "05_ddp/beyond/elastic.h"
 #include "05_ddp/beyond/extras.h"
 #include "05_ddp/beyond/join.h"
 #include "05_ddp/trainer/metrics.h"
@@ -61,7 +55,7 @@ int main(int argc, char** argv) {
   // ranks from this process, and each runs this (trainer/launch.h).
   auto one_rank = [&] {
     ddp::make_reproducible(o.deterministic == "on");  // before CUDA starts: Note [Reproducible GPU runs]
-    ddp::listen_for_preemption(o.requeue_signal);  // before joining: chapter 06's lesson (common/slurm/)
+    ddp::listen_for_preemption(o.requeue_signal);  // past the lesson: chapter 06's (before joining)
 
     // 1. Join the group (chapter 01); each rank also keeps its own log file in the run's folder.
     std::optional<ddp::Group> joined = ddp::join_or_explain(flags);
@@ -69,8 +63,7 @@ int main(int argc, char** argv) {
     ddp::Group& group = *joined;
     const int rank = group.rank(), world = group.size();
     const torch::Device device = ddp::device_for(group.info);
-    ddp::split_global_batch(o, world);  // --global-batch: the per-rank batch follows the world (elastic.h)
-    ddp::RunExtras extras(o, group, device);  // beyond/extras.h: faults, drills, preemption, --trace, ...
+    ddp::RunExtras extras(o, group, device);  // past the lesson: --global-batch, faults, drills, --trace (extras.h)
     ddp::RunOutput out(ddp::run_folder(o), group, device);  // one live run per folder: Note [One run per folder]
 
     // 2. Data: every rank holds the whole set; the sampler picks this rank's share.
@@ -78,7 +71,6 @@ int main(int argc, char** argv) {
     ddp::log0("compute: " + ddp::describe_compute(device) + (o.deterministic == "on" ? ", deterministic" : ", --deterministic off"));
     ddp::log0("data: " + std::to_string(train.size()) + " train / " + std::to_string(test.size()) + " test images from " + train.source);
     ddp::DeviceBatches batches(train, device);  // once on the GPU when it fits: Note [The data path on a GPU]
-    if (device.is_cuda()) ddp::log0("data: " + batches.where());
     ddp::DistributedSampler sampler(train.size(), rank, world, /*shuffle=*/true, o.seed);
     const int64_t n_batches = (sampler.num_samples() + o.batch_size - 1) / o.batch_size;  // per epoch, last one short
     const int64_t steps_per_epoch = (n_batches + o.grad_accum - 1) / o.grad_accum;
@@ -91,31 +83,30 @@ int main(int argc, char** argv) {
     model.module->to(device);
     std::vector<torch::Tensor> params = model.module->parameters();
     ddp::DistributedDataParallel ddp_model(model.module, group, o.one_bucket ? ddp::kOneBucket : static_cast<size_t>(o.bucket_cap_mb * ddp::kMiB));
-    ddp::apply_ddp_flags(ddp_model, model, group, o);  // --comm-hook, --find-unused-parameters, ...: pages of going_further/
+    ddp::apply_ddp_flags(ddp_model, model, group, o);  // past the lesson: --comm-hook, --find-unused-parameters, ...
     ddp::OptimizerFactory make_optimizer = ddp::optimizer_factory(o);  // SGD with momentum, or AdamW (--optimizer)
     std::unique_ptr<torch::optim::Optimizer> optimizer =
-        o.zero ? std::make_unique<ddp::ZeroRedundancyOptimizer>(params, make_optimizer, group) : make_optimizer(params);
-    ddp::Amp amp(o.amp, device);  // --amp bf16|fp16 on a GPU; see Note [Mixed precision and DDP]
+        o.zero ? std::make_unique<ddp::ZeroRedundancyOptimizer>(params, make_optimizer, group)  // past the lesson: --zero
+               : make_optimizer(params);
+    ddp::Amp amp(o.amp, device);  // past the lesson: --amp bf16|fp16 on a GPU (gpu.md)
     ddp::log0("model " + o.model + ": " + std::to_string(ddp::count_parameters(params)) + " parameters, all-reduced " +
               (o.one_bucket ? "in one bucket once backward has ended (--one-bucket: no overlap)" : "in buckets while backward runs"));
 
     // 4. Resume from the newest readable checkpoint, unless --reset (see Note [Atomic checkpoints]).
     ddp::Checkpoints checkpoints(out.checkpoints, sampler_state, o.keep, *model.module, *optimizer, ddp_model, group);
     int64_t step = checkpoints.resume_or_reset(o, device);
-    if (o.eval_only) {  // --eval-only: the checkpoint validated, nothing trained
-      out.validation(ddp::evaluate(model, ddp_model, test, group, o.batch_size, device), step);
-      return ddp::kExitOk;
-    }
+    if (o.eval_only)  // past the lesson: --eval-only, the checkpoint validated, nothing trained
+      return out.validation(ddp::evaluate(model, ddp_model, test, group, o.batch_size, device), step), ddp::kExitOk;
     if (step > 0 && step >= total_steps) ddp::say_already_finished(o, out.dir, step, total_steps);
 
     // 5. Train. Each step: o.grad_accum micro-batches, all but the last under no_sync().
     ddp::Progress progress(out, total_steps, steps_per_epoch, o.epochs, world * o.batch_size * o.grad_accum, o.log_every);
     std::optional<ddp::Evaluation> last_eval;
     std::vector<int64_t> order;  // this epoch's indices for this rank
-    extras.start_training(step, total_steps, ddp_model, batches);  // its observers attached
-    ddp::Join join(o, ddp_model, sampler, group, device);  // `with Join([ddp_model]):` (--uneven-shards, --join)
+    extras.start_training(step, total_steps, ddp_model, batches);  // past the lesson: its observers attached
+    ddp::Join join(o, ddp_model, sampler, group, device);  // past the lesson: `with Join([ddp_model]):` (join.md)
     for (; step < total_steps; ++step) {
-      extras.before_step(step);  // --straggle-rank, --skip-rank
+      extras.before_step(step);  // past the lesson: --straggle-rank, --skip-rank
       const int64_t epoch = step / steps_per_epoch, in_epoch = step % steps_per_epoch;
       if (order.empty() || in_epoch == 0) {
         sampler.set_epoch(epoch);
@@ -125,7 +116,7 @@ int main(int argc, char** argv) {
       const double lr = ddp::learning_rate(o, step, total_steps);  // warm-up, then cosine (trainer.h)
       for (auto& g : optimizer->param_groups()) g.options().set_lr(lr);
       ddp::zero_grad(*optimizer);  // optimizer.zero_grad(), as Python's (trainer.h)
-      // This rank's micro-batches of the step; none once its shard has run out (Join then shadows).
+      // This rank's micro-batches of the step (join.end_of_batches: past the lesson, its shard run out).
       const int64_t first = in_epoch * o.grad_accum,
                     last = join.end_of_batches(step, order.size(), first, std::min(n_batches, first + o.grad_accum));
       // Summed on the model's device: reading it every step would wait for the GPU every step.
@@ -140,8 +131,8 @@ int main(int argc, char** argv) {
         }
         {
           ddp::Span span("forward");
-          ddp_model.sync_buffers();  // rank 0's BatchNorm statistics everywhere (Note [Buffers]); none: nothing
-          auto in_autocast = amp.autocast();
+          ddp_model.sync_buffers();  // as DDP's forward: rank 0's buffers everywhere (Note [Buffers]); mlp, cnn: none
+          auto in_autocast = amp.autocast();  // past the lesson: --amp
           loss = torch::nn::functional::cross_entropy(model.forward(images), labels) / static_cast<double>(last - first);
           step_loss += loss.detach().to(torch::kFloat64);
         }
@@ -157,7 +148,7 @@ int main(int argc, char** argv) {
       // 6. Validate at each epoch's end; checkpoint then and every --ckpt-every steps.
       const bool epoch_end = in_epoch == steps_per_epoch - 1 || step + 1 == total_steps;
       if (epoch_end) {
-        join.sync_final_model();  // --join: the model of the last rank to run out of data, everywhere
+        join.sync_final_model();  // past the lesson: --join, the last rank's model everywhere
         ddp::Progress::Pause paused(progress);  // samples/s counts training only
         out.validation(*(last_eval = ddp::evaluate(model, ddp_model, test, group, o.batch_size, device)), step + 1);
       }
@@ -165,10 +156,10 @@ int main(int argc, char** argv) {
         ddp::Progress::Pause paused(progress);
         checkpoints.save(step + 1);
       }
-      extras.after_step(step, checkpoints);  // preempted (chapter 06): checkpoint, requeue, exit 75; --kill-rank
+      extras.after_step(step, checkpoints);  // past the lesson: preempted (chapter 06), --kill-rank
     }
     progress.summary();
-    extras.end_training(ddp_model);  // the overlap share (Note [Overlap share]), memory, --trace merged
+    extras.end_training(ddp_model);  // past the lesson: the overlap share, memory, --trace merged
 
     // 7. Check the result: the ranks agree bit for bit, and the model learned something.
     const bool same = ddp::toy::replicas_identical(group, params);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <string>
 
+#include "05_ddp/beyond/elastic.h"
 #include "05_ddp/trainer/metrics.h"
 #include "common/basics/failure.h"
 #include "common/basics/log.h"
@@ -19,8 +20,8 @@
 
 namespace ddp {
 
-RunExtras::RunExtras(const TrainerOptions& o, Group& group, const torch::Device& device)
-    : o_(o),
+RunExtras::RunExtras(TrainerOptions& o, Group& group, const torch::Device& device)
+    : o_((split_global_batch(o, group.size()), o)),
       group_(group),
       device_(device),
       signal_(parse_signal(o.requeue_signal)),

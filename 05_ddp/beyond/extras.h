@@ -30,9 +30,10 @@ namespace ddp {
 
 class RunExtras {
  public:
-  // Checks the fault flags (UsageError), starts the flight recorder and --trace, opens the sample
-  // log. Construct it once the group is joined.
-  RunExtras(const TrainerOptions& o, Group& group, const torch::Device& device);
+  // Sets the per-rank batch from --global-batch (split_global_batch(), elastic.h), checks the
+  // fault flags (UsageError), starts the flight recorder and --trace, opens the sample log.
+  // Construct it once the group is joined.
+  RunExtras(TrainerOptions& o, Group& group, const torch::Device& device);
 
   // Before the first step of `total_steps`; `step` > 0: a resumed run, which the drills leave
   // alone (they rehearse once, and the run after a drill is the same command again) and for which

@@ -4,26 +4,29 @@
 #include <cstdio>
 
 #include "common/basics/failure.h"
+#include "common/basics/log.h"
 
 namespace ddp {
 
 DeviceBatches::DeviceBatches(const Dataset& data, const torch::Device& device) : device_(device) {
   if (!device.is_cuda()) {
-    images_ = data.images, labels_ = data.labels, where_ = "cpu";
+    images_ = data.images, labels_ = data.labels;
     return;
   }
   const double mb = static_cast<double>(data.images.nbytes() + data.labels.nbytes()) / 1e6;
   char size[32];
   std::snprintf(size, sizeof(size), "%.1f MB", mb);
+  std::string where;
   try {
     images_ = data.images.to(device), labels_ = data.labels.to(device);
-    where_ = "resident on " + device.str() + " (" + size + ")";
+    where = "resident on " + device.str() + " (" + size + ")";
   } catch (const c10::Error& e) {
     if (short_what(e).find("out of memory") == std::string::npos) throw;
     resident_ = false;
     images_ = data.images.pin_memory(), labels_ = data.labels.pin_memory();
-    where_ = std::string("pinned host memory, copied per batch (") + size + " did not fit on " + device.str() + ")";
+    where = std::string("pinned host memory, copied per batch (") + size + " did not fit on " + device.str() + ")";
   }
+  log0("data: " + where);
 }
 
 void DeviceBatches::set_order(const std::vector<int64_t>& order) {

@@ -21,13 +21,13 @@ namespace ddp {
 // kernels. On the CPU the same code is the old index_select: bit-identical results.
 class DeviceBatches {
  public:
+  // On a GPU it logs where the data went: "data: resident on cuda:0 (188.2 MB)", or "data: pinned
+  // host memory, copied per batch (...)".
   DeviceBatches(const Dataset& data, const torch::Device& device);
   // This rank's sample order for the epoch (DistributedSampler::indices()).
   void set_order(const std::vector<int64_t>& order);
   // Images and labels of order[from, to), on the device.
   std::pair<torch::Tensor, torch::Tensor> get(int64_t from, int64_t to) const;
-  // For the log: "resident on cuda:0 (188.2 MB)", "pinned host memory, copied per batch", "cpu".
-  const std::string& where() const { return where_; }
   // Called by every get() with the epoch's order and [from, to): who reads which samples
   // (--record-samples), without the training loop knowing it.
   using Observer = std::function<void(const std::vector<int64_t>& order, int64_t from, int64_t to)>;
@@ -38,7 +38,6 @@ class DeviceBatches {
   bool resident_ = true;  // the data lives on device_ (always true on the CPU)
   torch::Tensor images_, labels_, order_;
   std::vector<int64_t> order_list_;  // order_ as the host knows it, for the observer
-  std::string where_;
   Observer observer_;
 };
 

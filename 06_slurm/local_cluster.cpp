@@ -79,7 +79,9 @@ struct Task {
 
 std::string describe(int status) {
   if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
-  return std::string("signal ") + strsignal(WTERMSIG(status));
+  const int sig = WTERMSIG(status);  // "SIGUSR2 (User defined signal 2)": the name a student looks up
+  const char* abbrev = sigabbrev_np(sig);
+  return std::string(abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig)) + " (" + strsignal(sig) + ")";
 }
 
 // One run of the job (a requeue starts another). Returns the job's end state, Slurm's words.
@@ -256,7 +258,8 @@ int run_local(const JobSpec& spec) {
     return kExitOk;
   }
   log_error(summary + (state == "TIMEOUT" ? (spec.no_signal ? ": it hit its time limit with no warning signal, so it could not "
-                                                              "checkpoint; ask for one with --signal USR2@90"
+                                                              "checkpoint there: what it trained since its last "
+                                                              "checkpoint is lost; ask for a warning with --signal USR2@90"
                                                             : ": it hit its time limit")
                                           : state == "REQUEUE_HOLD"
                                               ? ": it asked for a requeue once more than --max-requeue " + std::to_string(spec.max_requeue) +

@@ -1,11 +1,8 @@
 // defines: DistributedDataParallel, the chapter's lesson: chapter 04's hooks, grouped into buckets.
 //
-// Read: buckets.h (the bucket plan), this header down to "Composing onto the class", then
-// ddp.cpp, and in ddp_interface.cpp the two functions the lesson calls there: broadcast_from
-// (the constructor's step 1) and describe_buckets (the log's bucket line; exercise 05.2 edits
-// it). Skip on a first reading the rest: how going_further/'s pages compose onto the class
-// without the class knowing them (the rest of ddp_interface.cpp), and two options of PyTorch's
-// reducer itself (ddp_options.cpp).
+// Read this header down to "Composing onto the class", then its private part (the class's own
+// state); skip on a first reading what lies between: how going_further/'s pages compose onto
+// the class without the class knowing them, and two options of PyTorch's reducer itself.
 #pragma once
 #include <torch/torch.h>
 
@@ -101,6 +98,7 @@ class DistributedDataParallel {
   std::string describe_unused() const;  // for the log
 
  private:
+  // ---- The class's own state and steps, which ddp.cpp uses ----
   void build_buckets(const std::vector<std::vector<size_t>>& assignment);
   // Rank `src`'s values into `tensors` on every rank, one flat broadcast per dtype (ddp_interface.cpp).
   void broadcast_from(const std::vector<torch::Tensor>& tensors, const std::string& tag, int src = 0);

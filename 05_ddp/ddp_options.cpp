@@ -32,9 +32,9 @@ namespace ddp {
 //     or .grad() was set to None by zero_grad(): LibTorch 2.x's default, not 1.13's): multiply
 //     it into the bucket as usual, then .grad() = the view; the tensor autograd made is freed;
 //   - when .grad() already is the view (zero_grad() zeroed it in place, and autograd accumulated
-//     into it there): divide it in place, bucket_view.div_(world). Not x * (1/world): at a world
-//     size that is not a power of two, x / 3 and x * (1/3) may differ in the last bit, so at 3
-//     ranks the flag changes the result where PyTorch's changes it, and at 1, 2, 4 ranks not;
+//     into it there): divide it in place, bucket_view.div_(world). Not x * (1/world): x / 3 and
+//     x * (1/3) may differ in the last bit (1/3 is rounded to a float first), so at 3 ranks the
+//     flag changes the result where PyTorch's changes it;
 //   - after a (re)build of the buckets, each .grad() that exists is copied into its new place and
 //     pointed at it (PyTorch's initialize_bucket_views);
 //   - after the all-reduce nothing is copied back: .grad() is the average already.
@@ -115,7 +115,8 @@ void DistributedDataParallel::set_find_unused_parameters(bool on) {
   std::reverse(assignment.begin(), assignment.end());
   build_buckets(assignment);
   rebuilt_ = true;  // final: no rebuild after the first iteration
-  log0("buckets cut by size in definition order, never rebuilt (--find-unused-parameters): " + describe_buckets());
+  log0("buckets cut by size in definition order, the last layers' first, never rebuilt (--find-unused-parameters): " +
+       describe_buckets());
 }
 
 void DistributedDataParallel::prepare_for_backward(const torch::Tensor& output) {

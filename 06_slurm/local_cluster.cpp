@@ -40,7 +40,8 @@ namespace ddp {
 //   * Every task gets the variables srun sets (see run_local()), with an environment cleaned of
 //     the caller's RANK, MASTER_*, SLURM_*, torchrun's variables and GLOO_SOCKET_IFNAME.
 //   * The time limit: the warning signal (--signal SIG@S) S seconds before it, SIGTERM at it and
-//     SIGKILL KillWait (5 s) later, and the job ends in Slurm's state for that. Real Slurm counts
+//     SIGKILL KillWait (slurm.conf's grace between the two, 5 s) later, and the job ends in
+//     Slurm's state for that. Real Slurm counts
 //     the limit in minutes and checks it about every 30 s; here it is exact to the second.
 //   * Requeue: `scontrol` on the tasks' PATH is this program under another name; `scontrol requeue`
 //     leaves a note that the simulator reads: it stops what is left of the job (SIGTERM, then
@@ -48,12 +49,12 @@ namespace ddp {
 //     about 10 s to 2 min), at most --max-requeue times (default 5, as Slurm's MaxBatchRequeue).
 //   * Ctrl-C or SIGTERM to the simulator cancels the job as scancel would: SIGTERM to every task,
 //     SIGKILL KillWait later; no task outlives it.
-//   * The state the job ends in, as Slurm's sacct names it: COMPLETED when every task exited 0;
-//     FAILED when a task ended otherwise (an exit code other than 0, or killed by a signal) before
-//     the limit; TIMEOUT when the limit came first (Slurm's log says "CANCELLED DUE TO TIME
-//     LIMIT", its state is TIMEOUT); CANCELLED by scancel or Ctrl-C; REQUEUE_HOLD when it asked
-//     for a requeue once more than --max-requeue allows. A requeued job ends in the state of its
-//     last run.
+//   * The state the job ends in, as Slurm's accounting (sacct) names it: COMPLETED when every
+//     task exited 0; FAILED when a task ended otherwise (an exit code other than 0, or killed by a
+//     signal) before the limit; TIMEOUT when the limit came first (Slurm's log says "CANCELLED DUE
+//     TO TIME LIMIT", its state is TIMEOUT); CANCELLED by scancel or Ctrl-C; REQUEUE_HOLD when
+//     it asked for a requeue once more than --max-requeue allows. A requeued job ends in the
+//     state of its last run.
 namespace {
 
 constexpr double kKillWait = 5, kRequeueDelay = 2;

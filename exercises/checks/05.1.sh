@@ -17,6 +17,6 @@ run 90 "$WORK/cnn.log" 05_ddp --nproc-per-node 2 --model cnn --bucket-cap-mb 0.1
 [ -f "$WORK/cnn.rank0.json" ] || fail "05_ddp wrote no trace of rank 0: $(tail -n 3 "$WORK/cnn.log")"
 truth=$(grep -c '"name":"all-reduce bucket' "$WORK/cnn.rank0.json")
 [ -n "$(last_match '^\[rank 0/2\] buckets rebuilt' "$WORK/cnn.log")" ] || fail "05_ddp printed no 'buckets rebuilt' line: $(tail -n 3 "$WORK/cnn.log")"
-[ "$ANSWER" = "$truth" ] ||
-  fail "you wrote '$ANSWER'; write one number: the bucket all-reduces (not the stop flag's) rank 0 starts in $steps steps of the CNN at --bucket-cap-mb 0.1"
+[[ $ANSWER =~ ^[0-9]+$ ]] || fail "you wrote '$ANSWER'; write one number: the bucket all-reduces (not the stop flag's) rank 0 starts in $steps steps of the CNN at --bucket-cap-mb 0.1"
+[ "$ANSWER" = "$truth" ] || fail "$ANSWER is not it: the bucket all-reduces (not the stop flag's) rank 0 starts in $steps steps of the CNN at --bucket-cap-mb 0.1"
 pass "$truth bucket all-reduces in $steps steps"

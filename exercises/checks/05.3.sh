@@ -21,6 +21,6 @@ print(len(b), sum(b))
 PY
 )
 [ "$count" -gt 0 ] || fail "rank 0's trace holds no bucket all-reduce: $(tail -n 3 "$WORK/accum.log")"
-[ "$ANSWER" = "$truth" ] ||
-  fail "you wrote '$ANSWER'; write one number: the bytes of gradients rank 0's bucket all-reduces carry in all"
+[[ $ANSWER =~ ^[0-9]+$ ]] || fail "you wrote '$ANSWER'; write one number: the bytes of gradients rank 0's bucket all-reduces carry in all"
+[ "$ANSWER" = "$truth" ] || fail "$ANSWER is not it: the bytes of gradients rank 0's bucket all-reduces carry in all"
 pass "$truth bytes"

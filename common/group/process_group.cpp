@@ -60,10 +60,11 @@ void log_backend_note(const RankInfo& info) {
 RankInfo resolve_rank_info(const CommonFlags& flags) { return resolve_rank_info(flags, process_env(), visible_gpus); }
 
 // Note [Leaving the group]
-// A process group owns threads and connections: NCCL's watchdog and heartbeat monitor (which
-// polls the store), Gloo's pairs. Leaving in the wrong order hangs or warns: released after
-// its store, ~ProcessGroupNCCL waits for ever on a heartbeat monitor polling a store that is
-// gone; never shut down, it warns "destroy_process_group() was not called". So, as
+// A process group owns threads and connections: NCCL's watchdog and heartbeat monitor (threads
+// that watch for hung collectives; the monitor polls the store), Gloo's pairs. Leaving in the
+// wrong order hangs or warns: released after its store, ~ProcessGroupNCCL waits for ever on a
+// heartbeat monitor polling a store that is gone; never shut down, it warns
+// "destroy_process_group() was not called". So, as
 // torch.distributed.destroy_process_group() does: shut the backend down first (abort it
 // instead when an exception is unwinding: pending work may never finish), release it, and only
 // then the store. Python's examples call it at the end of main; here the Group's destructor

@@ -137,11 +137,11 @@ int main(int argc, char** argv) {
           step_loss += loss.detach().to(torch::kFloat64);
         }
         ddp::Span span("backward");
-        amp.scale(loss).backward();  // DDP's hooks average the gradients on the way
+        amp.scale(loss).backward();  // DDP's hooks average the gradients on the way (amp.scale: past the lesson)
       }
       {
         ddp::Span span("optimizer");
-        if (first < last) amp.step(*optimizer, params, step);  // optimizer->step(), unless fp16 found inf/NaN gradients
+        if (first < last) amp.step(*optimizer, params, step);  // optimizer->step() (amp.step: past the lesson, --amp fp16)
       }
       progress.step_done(step, step_loss, lr);
 

@@ -40,7 +40,7 @@ Outcome report(std::vector<Worker>& workers, const std::string& error_dir, doubl
       causes[w.rank] = rec->message;
       if (rec->monotonic_s > 0) w.when = std::min(w.when, rec->monotonic_s);
     }
-    std::remove(w.error_file.c_str());
+    for (const char* end : {"", ".tmp"}) std::remove((w.error_file + end).c_str());  // .tmp: a worker killed mid-write
   }
   ::rmdir(error_dir.c_str());
   const Worker* first = nullptr;

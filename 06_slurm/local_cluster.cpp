@@ -229,6 +229,15 @@ int run_local(const JobSpec& spec) {
   char tmpl[] = "/tmp/06_slurm_local_XXXXXX";
   if (!::mkdtemp(tmpl)) throw std::runtime_error(std::string("mkdtemp: ") + std::strerror(errno));
   const std::string sim_dir = tmpl;
+  struct Removed {  // on every way out, an exception's included: no run leaves its folder behind
+    std::string dir;
+    ~Removed() {
+      ::unlink((dir + "/requeue").c_str());  // run_once()'s note, when it was cut short
+      ::unlink((dir + "/bin/scontrol").c_str());
+      ::rmdir((dir + "/bin").c_str());
+      ::rmdir(dir.c_str());
+    }
+  } removed{sim_dir};
   ::mkdir((sim_dir + "/bin").c_str(), 0755);
   if (::symlink(this_program().c_str(), (sim_dir + "/bin/scontrol").c_str()) != 0) {
     throw std::runtime_error("cannot place the stand-in scontrol in " + sim_dir + "/bin");
@@ -250,9 +259,6 @@ int run_local(const JobSpec& spec) {
         std::to_string(restart + 1));
     std::this_thread::sleep_for(std::chrono::duration<double>(kRequeueDelay));
   }
-  ::unlink((sim_dir + "/bin/scontrol").c_str());
-  ::rmdir((sim_dir + "/bin").c_str());
-  ::rmdir(sim_dir.c_str());
   const std::string summary = "job " + std::to_string(job_id) + " ended: " + state + " after " + std::to_string(restart) + " requeue(s)";
   if (state == "COMPLETED") {
     log(summary);

@@ -203,9 +203,40 @@ CollectiveTime ring_allreduce(int ranks, double bytes, const Link& link) {
   return {steps * link.latency_s, steps / ranks * bytes / link.bytes_per_s};
 }
 
+// Note [Measured all-reduce tables]
+// A node's GPUs are not all linked alike: in a DGX-1's hybrid cube-mesh GPU 0 and GPU 1 share one
+// NVLink, GPU 0 has two to GPU 3 and to GPU 4, so a ring over 2 GPUs has 25 GB/s where one over
+// 8 has nearer the six links' 150 (PyTorch's benchmarks/distributed/ddp/README.md prints that
+// machine's `nvidia-smi topo -m`). No single link figure fits every world, so a preset may carry,
+// per GPU count, an all-reduce measured on such a node, and a world of one node of that many
+// GPUs takes its time from the table instead of from the ring formula. Between two rows the time
+// is read on the straight line through them; outside the rows, on the line through the nearest
+// two. NCCL changes protocol and channels with the size, so a table is not smooth (8 V100s: 13
+// MiB in 313 us, 14 MiB in 256 us): the rows keep those steps. The latency term is where the
+// first two rows' line meets 0 bytes, the rest is the bandwidth term. A world of several nodes
+// still takes the ring or hierarchical formula (Note [All-reduce across nodes]).
+CollectiveTime interpolate(const MeasuredAllReduce& table, double bytes) {
+  const auto& r = table.rows;
+  if (r.size() < 2) throw std::invalid_argument("a measured all-reduce table needs two rows at least");
+  for (size_t k = 1; k < r.size(); ++k) {
+    if (!(r[k].first > r[k - 1].first)) throw std::invalid_argument("a measured all-reduce table's bytes must increase");
+  }
+  size_t k = 1;
+  while (k + 1 < r.size() && r[k].first < bytes) ++k;
+  const auto line = [&](size_t a, double x) { return r[a].second + (x - r[a].first) * (r[a + 1].second - r[a].second) / (r[a + 1].first - r[a].first); };
+  const double total = std::max(0.0, line(k - 1, bytes));
+  const double latency = std::min(total, std::max(0.0, line(0, 0)));
+  return {latency, total - latency};
+}
+
 CollectiveTime allreduce(const World& world, const Network& net, double bytes) {
   const int g = world.gpus_per_node, n = world.nodes;
-  if (n == 1) return ring_allreduce(g, bytes, net.intra);
+  if (n == 1) {
+    for (const MeasuredAllReduce& table : net.measured) {
+      if (table.gpus == g) return interpolate(table, bytes);
+    }
+    return ring_allreduce(g, bytes, net.intra);
+  }
   if (net.algorithm == Algorithm::ring) {
     const Link slowest{std::min(net.intra.bytes_per_s, net.inter.bytes_per_s), std::max(net.intra.latency_s, net.inter.latency_s)};
     return ring_allreduce(world.size(), bytes, g == 1 ? net.inter : slowest);

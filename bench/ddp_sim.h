@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -39,10 +40,19 @@ struct Link {
   double bytes_per_s = 0, latency_s = 0;
 };
 enum class Algorithm { ring, hierarchical };  // Note [All-reduce across nodes]
+// An all-reduce measured on one node of `gpus` GPUs (nccl-tests' all_reduce_perf: the bytes of
+// the buffer and the time it took), read between its rows (Note [Measured all-reduce tables]).
+struct MeasuredAllReduce {
+  int gpus = 0;
+  std::vector<std::pair<double, double>> rows;  // (bytes, seconds), bytes increasing
+};
 struct Network {
   Link intra;  // within a node: GPU to GPU
   Link inter;  // between nodes: all of one node's network interfaces together
   Algorithm algorithm = Algorithm::ring;
+  // Within one node: the world's own measured all-reduce where there is one for its GPU count,
+  // instead of the ring over `intra` (a node's links differ with the GPUs it uses).
+  std::vector<MeasuredAllReduce> measured;
 };
 struct World {
   int nodes = 1, gpus_per_node = 1;
@@ -102,6 +112,9 @@ struct CollectiveTime {
   double total() const { return latency_s + bandwidth_s; }
 };
 CollectiveTime ring_allreduce(int ranks, double bytes, const Link& link);
+// `bytes` read off a measured table (Note [Measured all-reduce tables]); std::invalid_argument
+// for a table of fewer than two rows or rows out of order.
+CollectiveTime interpolate(const MeasuredAllReduce& table, double bytes);
 CollectiveTime allreduce(const World& world, const Network& net, double bytes);
 
 // Parameter indices in the order their gradients become ready (Note [Splitting the compute]).

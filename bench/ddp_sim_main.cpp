@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <optional>
 #include <stdexcept>
+#include <vector>
 
 #include "bench/ddp_sim.h"
 #include "bench/ddp_sim_presets.h"
@@ -108,9 +109,12 @@ int main(int argc, char** argv) {
       std::fputs(ddp::sim::pytorch_dgx1_table(profiles_dir.empty() ? ddp::sim::find_profiles_dir() : profiles_dir).c_str(), stdout);
       return ddp::kExitOk;
     }
-    // A preset fills the network flags not given explicitly (Note [Presets: where each figure comes from]).
+    // A preset fills the network flags not given explicitly (Note [Presets: where each figure comes from]);
+    // its measured all-reduces within a node too, unless a flag says what the node's links are.
+    std::vector<ddp::sim::MeasuredAllReduce> measured;
     if (!preset.empty()) {
       const ddp::sim::Preset& p = ddp::sim::find_preset(preset);
+      if (app.count("--intra-gbps") == 0 && app.count("--intra-latency-us") == 0) measured = p.measured;
       if (app.count("--intra-gbps") == 0) intra_gbps = p.intra_gbps;
       if (app.count("--intra-latency-us") == 0) intra_latency_us = p.intra_latency_us;
       if (app.count("--inter-gbps") == 0) inter_gbps = p.inter_gbps;
@@ -133,6 +137,7 @@ int main(int argc, char** argv) {
     net.intra = {intra_gbps * 1e9 / 8, intra_latency_us * 1e-6};
     net.inter = {inter_gbps * 1e9 / 8, inter_latency_us * 1e-6};
     net.algorithm = algorithm == "hierarchical" ? ddp::sim::Algorithm::hierarchical : ddp::sim::Algorithm::ring;
+    net.measured = measured;
     ddp::sim::Options o;
     o.compute_s = *compute_ms / 1e3, o.optimizer_s = optimizer_ms / 1e3, o.backward_s = backward_ms / 1e3;
     o.bucket_cap_bytes = static_cast<size_t>(bucket_cap_mb * ddp::sim::kMiB);
@@ -154,8 +159,15 @@ int main(int argc, char** argv) {
     std::printf("model %s: %zu parameters, %.2f MB of gradients, %zu layers%s%s\n", profile.model.c_str(), profile.parameters.size(),
                 bytes / 1e6, profile.layers.size(), profile.source.empty() ? "" : "; from ", profile.source.c_str());
     if (!preset.empty()) std::printf("preset %s: %s\n", preset.c_str(), ddp::sim::find_preset(preset).machine.c_str());
-    std::printf("world %d node(s) x %d GPUs = %d ranks; %s all-reduce; within a node %g Gb/s, %g us; between nodes %g Gb/s, %g us\n",
-                nodes, gpus_per_node, world.size(), algorithm.c_str(), intra_gbps, intra_latency_us, inter_gbps, inter_latency_us);
+    bool from_table = false;  // Note [Measured all-reduce tables]
+    for (const auto& t : measured) from_table = from_table || (nodes == 1 && t.gpus == gpus_per_node);
+    if (from_table) {
+      std::printf("world 1 node x %d GPUs = %d ranks; all-reduce as measured on %d GPUs of one node (the preset's table)\n",
+                  gpus_per_node, world.size(), gpus_per_node);
+    } else {
+      std::printf("world %d node(s) x %d GPUs = %d ranks; %s all-reduce; within a node %g Gb/s, %g us; between nodes %g Gb/s, %g us\n",
+                  nodes, gpus_per_node, world.size(), algorithm.c_str(), intra_gbps, intra_latency_us, inter_gbps, inter_latency_us);
+    }
     std::printf("buckets: %s; first %g MiB, cap %g MiB: %zu bucket(s)%s\n", bucketing_name(o.bucketing), first_bucket_mb, bucket_cap_mb,
                 r.buckets.size(), o.fp16_hook ? ", all-reduced as float16 (--comm-hook fp16)" : "");
     if (o.comm_on_compute_cores) std::printf("the all-reduces take their time from the compute (--comm-on-compute-cores): no overlap\n");

@@ -16,7 +16,7 @@ namespace ddp::sim {
 // Each preset fills --intra-gbps, --intra-latency-us, --inter-gbps, --inter-latency-us and
 // --algorithm; a flag given explicitly wins. intra is what one GPU's ring share carries inside a
 // node (the ring's busbw, Note [All-reduce across nodes]); inter is one node's interfaces together.
-//   dgx-v100: intra 1200 Gb/s 5 us, inter 320 Gb/s 10 us, ring
+//   dgx-v100: intra 1200 Gb/s 5 us, inter 320 Gb/s 10 us, ring; measured in a node of 2, 4, 8 GPUs
 //     intra: NVIDIA's DGX-1 (V100) white paper: each V100 has six NVLinks, each 25 GB/s in each
 //       direction; the hybrid cube-mesh "can be thought of as three interwoven rings of single
 //       NVLink connections". Three rings, both directions: 6 x 25 GB/s = 150 GB/s = 1200 Gb/s.
@@ -37,14 +37,48 @@ namespace ddp::sim {
 //       way. DGX H100 datasheet: eight 400 Gb/s ConnectX-7 (NDR) ports for compute, 3200 Gb/s
 //       (this one from the datasheet as remembered, not found again in this session's search).
 //       NOMINAL both.
+//     measured in a node of 2, 4 and 8 GPUs: NCCL all-reduce tables of 8 V100s with NVLink,
+//       published with vTrain (MICRO 2024; the repository VIA-Research/vTrain, trace/v100/
+//       AR_GPU{2,4,8}_1M_1024M_LUT: nccl-tests' all_reduce_perf, 1 to 1024 MiB of float32);
+//       the rows kept here (kV100Measured) are its first time column at 1-288 MiB. MEASURED,
+//       used for a world of one node of that many GPUs (Note [Measured all-reduce tables]):
+//       100 MiB in 4.67 ms at 2 GPUs (22.4 GB/s of bus bandwidth: one NVLink, as GPU 0 and 1
+//       have in the DGX-1's mesh), 1.85 ms at 4 (85 GB/s), 1.40 ms at 8 (131.5 GB/s, where the
+//       nominal 1200 Gb/s is 150 GB/s). The files do not name the machine as a DGX-1; its
+//       2-GPU figure is the DGX-1's single link. Worlds of 3, 5, 6, 7 GPUs in one node, and
+//       every world of several nodes, use the nominal intra figure above.
 //   The latencies (5 us a ring step in a node, 10 us between nodes) are NOT published figures:
 //   no per-step latency of NCCL on these machines was found; they are the simulator's
 //   placeholders, said here so that no one takes them for measurements. ring: the algorithm the
 //   simulator has (NCCL 2.4+ also runs a tree between nodes: not modelled).
 
+namespace {
+
+// vTrain's trace/v100/AR_GPU{2,4,8}_1M_1024M_LUT (Note [Presets: where each figure comes from]):
+// MiB, then the microseconds of 2, 4 and 8 GPUs. The rows around NCCL's protocol steps are kept.
+constexpr double kV100Measured[][4] = {
+    {1, 70.14, 67.26, 79.93},      {2, 116.0, 95.26, 101.3},      {3, 162.4, 121.6, 123.8},      {4, 208.6, 142.1, 150.9},
+    {5, 254.7, 131.6, 170.2},      {6, 300.8, 146.3, 188.0},      {8, 392.5, 177.8, 237.9},      {12, 581.0, 250.6, 300.5},
+    {13, 625.8, 270.7, 313.2},     {14, 672.0, 287.2, 255.9},     {16, 764.1, 324.2, 273.8},     {20, 952.6, 397.9, 322.9},
+    {24, 1136.5, 472.2, 365.6},    {25, 1187.5, 493.1, 389.7},    {32, 1508.9, 618.4, 479.3},    {48, 2252.9, 909.5, 689.8},
+    {64, 2998.9, 1202.1, 911.3},   {96, 4484.7, 1779.1, 1338.3},  {100, 4673.2, 1851.0, 1395.4}, {128, 5968.0, 2364.8, 1777.1},
+    {192, 8940.1, 3526.4, 2643.9}, {256, 11915.0, 4714.0, 3527.4}, {288, 13397.0, 5341.2, 3954.5},
+};
+
+std::vector<MeasuredAllReduce> v100_measured() {
+  std::vector<MeasuredAllReduce> tables{{2, {}}, {4, {}}, {8, {}}};
+  for (const auto& row : kV100Measured) {
+    for (size_t t = 0; t < tables.size(); ++t) tables[t].rows.emplace_back(row[0] * kMiB, row[t + 1] * 1e-6);
+  }
+  return tables;
+}
+
+}  // namespace
+
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> all{
-      {"dgx-v100", "DGX-1 V100: 8 GPUs in NVLink's hybrid cube-mesh, 4 x 100 Gb/s EDR InfiniBand", 1200, 5, 320, 10, Algorithm::ring},
+      {"dgx-v100", "DGX-1 V100: 8 GPUs in NVLink's hybrid cube-mesh, 4 x 100 Gb/s EDR InfiniBand", 1200, 5, 320, 10, Algorithm::ring,
+       v100_measured()},
       {"a100-8", "DGX A100: 8 GPUs on NVSwitch (NVLink 3), 8 x 200 Gb/s HDR InfiniBand", 2400, 5, 1600, 10, Algorithm::ring},
       {"h100-8", "DGX H100: 8 GPUs on NVSwitch (NVLink 4), 8 x 400 Gb/s NDR InfiniBand", 3600, 5, 3200, 10, Algorithm::ring},
   };
@@ -69,6 +103,7 @@ Network network_of(const Preset& p) {
   n.intra = {p.intra_gbps * 1e9 / 8, p.intra_latency_us * 1e-6};
   n.inter = {p.inter_gbps * 1e9 / 8, p.inter_latency_us * 1e-6};
   n.algorithm = p.algorithm;
+  n.measured = p.measured;
   return n;
 }
 
@@ -76,7 +111,11 @@ std::string preset_line(const Preset& p) {
   char b[160];
   std::snprintf(b, sizeof(b), "%s: intra %g Gb/s %g us, inter %g Gb/s %g us, %s", p.name.c_str(), p.intra_gbps, p.intra_latency_us,
                 p.inter_gbps, p.inter_latency_us, p.algorithm == Algorithm::ring ? "ring" : "hierarchical");
-  return b;
+  std::string line = b;
+  for (size_t t = 0; t < p.measured.size(); ++t) {
+    line += (t == 0 ? "; measured in a node of " : ", ") + std::to_string(p.measured[t].gpus);
+  }
+  return line + (p.measured.empty() ? "" : " GPUs");
 }
 
 std::string find_profiles_dir() {

@@ -13,13 +13,15 @@ struct Preset {
   std::string name, machine;
   double intra_gbps = 0, intra_latency_us = 0, inter_gbps = 0, inter_latency_us = 0;
   Algorithm algorithm = Algorithm::ring;
+  std::vector<MeasuredAllReduce> measured;  // within one node, per GPU count (Note [Measured all-reduce tables])
 };
 const std::vector<Preset>& presets();
 std::string preset_names();  // "dgx-v100, a100-8, h100-8"
 // UsageError naming the valid presets when `name` is none of them.
 const Preset& find_preset(const std::string& name);
 Network network_of(const Preset& preset);
-// The line the Note gives for a preset ("dgx-v100: intra 1200 Gb/s 5 us, inter 320 Gb/s 10 us, ring").
+// The line the Note gives for a preset ("dgx-v100: intra 1200 Gb/s 5 us, inter 320 Gb/s 10 us, ring;
+// measured in a node of 2, 4, 8 GPUs").
 std::string preset_line(const Preset& preset);
 
 // bench/profiles, found upwards from the folder this program runs from (build-cpu/ sits in the

@@ -367,6 +367,44 @@ TEST(DdpSim, TheToolPrintsTheStepAndRefusesBadFlagsWithExit2) {
   }
 }
 
+// Note [Measured all-reduce tables]: a table is read on the line through two rows, between them
+// and beyond them; its latency term is where the first two rows' line meets 0 bytes.
+TEST(DdpSim, AMeasuredTableIsReadBetweenAndBeyondItsRows) {
+  const sim::MeasuredAllReduce t{2, {{1e6, 100e-6}, {2e6, 150e-6}, {4e6, 130e-6}, {8e6, 230e-6}}};
+  EXPECT_NEAR(sim::interpolate(t, 1e6).total(), 100e-6, 1e-12);       // on a row
+  EXPECT_NEAR(sim::interpolate(t, 1.5e6).total(), 125e-6, 1e-12);     // between two
+  EXPECT_NEAR(sim::interpolate(t, 3e6).total(), 140e-6, 1e-12);       // a protocol's step down is kept
+  EXPECT_NEAR(sim::interpolate(t, 16e6).total(), 430e-6, 1e-12);      // beyond the last: its line, 25 us per MB
+  EXPECT_NEAR(sim::interpolate(t, 0.5e6).total(), 75e-6, 1e-12);      // below the first: the first line
+  EXPECT_NEAR(sim::interpolate(t, 1.5e6).latency_s, 50e-6, 1e-12);    // 100 us - 1 MB x 50 us/MB
+  EXPECT_NEAR(sim::interpolate(t, 0).total(), 50e-6, 1e-12);
+  EXPECT_THROW(sim::interpolate({2, {{1e6, 1e-4}}}, 1e6), std::invalid_argument);
+  EXPECT_THROW(sim::interpolate({2, {{2e6, 1e-4}, {1e6, 2e-4}}}, 1e6), std::invalid_argument);
+}
+
+// The DGX-1 preset: a world of one node of 2, 4 or 8 GPUs all-reduces as vTrain measured it (100
+// MiB in 4.6732, 1.851 and 1.3954 ms); 3 GPUs and several nodes keep the ring formula; a flag
+// for the node's links drops the tables, in the tool as the Note says.
+TEST(DdpSim, ThePresetsMeasuredAllReduceServesTheWorldsOfItsGpuCounts) {
+  const sim::Network net = sim::network_of(sim::find_preset("dgx-v100"));
+  const double mib100 = 100.0 * sim::kMiB;
+  EXPECT_NEAR(sim::allreduce({1, 2}, net, mib100).total(), 4.6732e-3, 1e-9);
+  EXPECT_NEAR(sim::allreduce({1, 4}, net, mib100).total(), 1.8510e-3, 1e-9);
+  EXPECT_NEAR(sim::allreduce({1, 8}, net, mib100).total(), 1.3954e-3, 1e-9);
+  EXPECT_NEAR(sim::allreduce({1, 8}, net, 13.5 * sim::kMiB).total(), (313.2e-6 + 255.9e-6) / 2, 1e-12);
+  EXPECT_DOUBLE_EQ(sim::allreduce({1, 3}, net, mib100).total(), sim::ring_allreduce(3, mib100, net.intra).total());
+  EXPECT_DOUBLE_EQ(sim::allreduce({2, 8}, net, mib100).total(),
+                   sim::ring_allreduce(16, mib100, {net.inter.bytes_per_s, net.inter.latency_s}).total());
+  const std::string profiles = std::string(DDP_SOURCE_DIR) + "/bench/profiles";
+  const std::vector<std::string> base{"ddp_sim", "--profiles-dir", profiles, "--model", "resnet50", "--preset", "dgx-v100",
+                                      "--compute-ms", "97", "--gpus-per-node", "2"};
+  const ProcResult table = run_one({base}, 30), flag = run_one({plus(base, {"--intra-gbps", "1200"})}, 30);
+  ASSERT_EQ(table.exit_code, 0) << table.output;
+  ASSERT_EQ(flag.exit_code, 0) << flag.output;
+  EXPECT_NE(table.output.find("all-reduce as measured on 2 GPUs of one node (the preset's table)"), std::string::npos) << table.output;
+  EXPECT_NE(flag.output.find("within a node 1200 Gb/s, 5 us"), std::string::npos) << flag.output;
+}
+
 // Note [Presets: where each figure comes from] gives each preset's figures on a line of its own;
 // the presets the tool fills its flags from are those lines, and a name that is none of them is
 // refused naming the valid ones (the tool's exit 2 is checked above).
@@ -384,7 +422,8 @@ TEST(DdpSim, PresetsAreTheFiguresOfTheirNote) {
     EXPECT_DOUBLE_EQ(n.inter.latency_s, p.inter_latency_us * 1e-6);
   }
   // The DGX-1's figures, as the Note derives them: 6 NVLinks x 25 GB/s, 40 GB/s across machines.
-  EXPECT_EQ(sim::preset_line(sim::find_preset("dgx-v100")), "dgx-v100: intra 1200 Gb/s 5 us, inter 320 Gb/s 10 us, ring");
+  EXPECT_EQ(sim::preset_line(sim::find_preset("dgx-v100")),
+            "dgx-v100: intra 1200 Gb/s 5 us, inter 320 Gb/s 10 us, ring; measured in a node of 2, 4, 8 GPUs");
   EXPECT_DOUBLE_EQ(sim::network_of(sim::find_preset("dgx-v100")).intra.bytes_per_s, 6 * 25e9);
   EXPECT_DOUBLE_EQ(sim::network_of(sim::find_preset("dgx-v100")).inter.bytes_per_s, 40e9);
   try {

@@ -78,6 +78,20 @@ namespace ddp::sim {
 //   its own: it takes its time from the compute instead of hiding behind it. Modelled as the
 //   extreme: each all-reduce stops backward for its whole duration (exposed = all of it), at the
 //   link given (bench/one_vs_two_ranks.sh gives loopback's, measured right after a compute).
+// Note [Compute beside an all-reduce]
+// An all-reduce that hides behind backward is not free: NCCL's kernels hold SMs while they run
+// and move every byte through the GPU's memory, which backward's kernels use too; Gloo sums and
+// copies on the CPU's cores. So backward runs slower while an all-reduce is in flight, by a
+// share the simulator takes as an input (interference, s): a layer's backward that would take d
+// alone takes d (1 + s) of the time an all-reduce runs, and d outside it. The all-reduces run
+// one after the other from their start until the link is free, so from any instant of backward
+// the time they still run is one window: what of d fits in it at the slow rate, and the rest
+// after it. The all-reduce itself is not slowed here. s = 0 is the undisturbed backward of the
+// other Notes; comm_on_compute_cores is the extreme, backward stopped while any runs (s
+// without bound). s is measured, never fitted to the step it predicts: Galvatron measures its
+// "overlap coefficient" (1.1-1.3) with a matrix multiply beside an all-reduce, Calculon takes a
+// share of the processor per network (0.15 NVLink, 0.02 InfiniBand).
+//
 // stop_vote: 05 posts a 4-byte all-reduce after every step, chapter 06's vote on stopping
 //   together (Note [Stopping together without a sync per step], common/slurm/stop_vote.cpp), and
 //   reads it a step later: it runs during the next forward. Hidden there, unless the all-reduces
@@ -283,6 +297,7 @@ StepResult simulate(const Profile& profile, const World& world, const Network& n
   if (!(options.per_param_s >= 0 && options.per_bucket_s >= 0 && options.copy_bytes_per_s >= 0)) {
     throw std::invalid_argument("DDP's costs must be >= 0");
   }
+  if (!(options.interference >= 0 && std::isfinite(options.interference))) throw std::invalid_argument("the interference must be >= 0");
   if (world.gpus_per_node > 1) check_link(net.intra, "the intra-node link's");
   if (world.nodes > 1) check_link(net.inter, "the inter-node link's");
 
@@ -310,10 +325,21 @@ StepResult simulate(const Profile& profile, const World& world, const Network& n
   // Backward, event by event: a layer's backward, its gradients' hooks, the launches they allow
   // (in bucket order: 05's launch_ready_buckets), each all-reduce behind the one before.
   double now = r.forward_s, link_free = 0, total_bytes = 0;
+  // `d` of backward's compute from `now`: slowed while the all-reduces run (Note [Compute beside
+  // an all-reduce]), until link_free.
+  const auto compute_for = [&](double d) {
+    const double busy = link_free - now, slow = 1 + options.interference;
+    if (options.interference == 0 || busy <= 0) {
+      now += d;
+      return;
+    }
+    const double took = d * slow <= busy ? d * slow : busy + (d - busy / slow);
+    r.interference_s += took - d, now += took;
+  };
   size_t next = 0;
   const auto by_layer = params_by_layer(profile);
   for (size_t l = profile.layers.size(); l-- > 0;) {
-    if (backward_flops > 0) now += r.backward_compute_s * profile.layers[l].backward_flops / backward_flops;
+    if (backward_flops > 0) compute_for(r.backward_compute_s * profile.layers[l].backward_flops / backward_flops);
     for (auto i = by_layer[l].rbegin(); i != by_layer[l].rend(); ++i) {
       const double bytes = static_cast<double>(profile.parameters[*i].bytes);
       const double hook = options.per_param_s + copy_s(bytes);

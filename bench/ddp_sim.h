@@ -77,6 +77,9 @@ struct Options {
   bool fp16_hook = false;          // 05's --comm-hook fp16: each bucket all-reduced as float16
   bool comm_on_compute_cores = false;  // the all-reduce needs the cores backward computes on
   bool stop_vote = false;  // 05's stop vote: a 4-byte all-reduce each step (Note [The wire and the cores])
+  // Compute shared with an all-reduce (Note [Compute beside an all-reduce]): backward takes
+  // 1 + interference times as long while an all-reduce runs; 0: undisturbed.
+  double interference = 0;
 };
 
 // ---- the result ----
@@ -90,6 +93,7 @@ struct BucketTimeline {
 struct StepResult {
   double forward_s = 0, backward_compute_s = 0;  // compute_s split (Note [Splitting the compute])
   double ddp_overhead_s = 0;  // hooks, launches and copies (Note [DDP's own costs])
+  double interference_s = 0;  // what backward took longer beside the all-reduces (Options::interference)
   double backward_end_s = 0;  // from the start of the step: forward, backward and its hooks (and,
                               // comm_on_compute_cores, the all-reduces it stopped for)
   double comm_s = 0;          // every all-reduce, end to end

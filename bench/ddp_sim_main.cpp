@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   ddp::show_true_defaults(app);  // Note [Help that tells the truth]
   std::string profile_path, model, profiles_dir, preset, table, algorithm = "ring", bucketing = "rebuilt";
   double optimizer_ms = 0, backward_ms = 0, intra_gbps = 100, inter_gbps = 25, intra_latency_us = 5, inter_latency_us = 10;
-  double bucket_cap_mb = 25, first_bucket_mb = 1, per_param_us = 0, per_bucket_us = 0, copy_gb_per_s = 0;
+  double bucket_cap_mb = 25, first_bucket_mb = 1, per_param_us = 0, per_bucket_us = 0, copy_gb_per_s = 0, interference = 0;
   std::optional<double> compute_ms;  // required: no default to state
   int nodes = 1, gpus_per_node = 8;
   bool first_iteration = false, one_bucket = false, on_compute_cores = false, stop_vote = false, timeline = false;
@@ -89,6 +89,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"none", "fp16"}));
   app.add_flag("--comm-on-compute-cores", on_compute_cores,
                "Gloo on a CPU whose every core computes: the all-reduce cannot hide behind backward (Note [The wire and the cores])");
+  app.add_option("--interference", interference,
+                 "Backward takes 1 + this times as long while an all-reduce runs beside it, measured (Note [Compute beside an all-reduce]); 0: undisturbed")
+      ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
   app.add_flag("--stop-vote", stop_vote, "05's stop vote: a 4-byte all-reduce after every step, run during the next forward "
                                         "(Note [The wire and the cores]); PyTorch's DDP has none");
   app.add_option("--measured-ms", measured_ms, "A measured step to hold the prediction against: prints the error")
@@ -148,6 +151,7 @@ int main(int argc, char** argv) {
                                                                     : ddp::sim::Bucketing::rebuilt;
     o.per_param_s = per_param_us * 1e-6, o.per_bucket_s = per_bucket_us * 1e-6, o.copy_bytes_per_s = copy_gb_per_s * 1e9;
     o.fp16_hook = comm_hook == "fp16", o.comm_on_compute_cores = on_compute_cores, o.stop_vote = stop_vote;
+    o.interference = interference;
 
     const auto t0 = std::chrono::steady_clock::now();
     const ddp::sim::StepResult r = ddp::sim::simulate(profile, world, net, o);
@@ -198,6 +202,10 @@ int main(int argc, char** argv) {
     if (o.stop_vote) std::printf("stop vote: %s (one all-reduce of 4 bytes; in the line above)\n", ms(r.vote_s).c_str());
     std::printf("overlap share: %.1f%% of the all-reduce hidden behind backward\n", r.overlap_share * 100);
     std::printf("DDP's own costs: %s (hooks, launches, copies)\n", ms(r.ddp_overhead_s).c_str());
+    if (interference > 0) {
+      std::printf("interference: backward %s longer beside the all-reduces (--interference %g): %.1f%% of the step\n",
+                  ms(r.interference_s).c_str(), interference, r.interference_s / r.step_s * 100);
+    }
     std::printf("scaling efficiency: %.1f%% (compute without DDP / step: per GPU, against one GPU without DDP)\n", r.efficiency * 100);
     // The step is compute + exposed all-reduce + DDP's own costs: which is the largest, and of
     // what lies beyond the compute, which.

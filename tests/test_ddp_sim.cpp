@@ -266,6 +266,36 @@ TEST(DdpSim, TheTimelineOfTwoBucketsByHand) {
   EXPECT_NEAR(slow.step_s, 11e-3 + (b0 + b1) / 0.5e9, 1e-15);
 }
 
+// Note [Compute beside an all-reduce], by hand on the timeline above: bucket 0's all-reduce runs
+// 11 -> 13.52 ms; at half speed beside it (interference 1) relu's 1 ms of backward ends at 13
+// ms, and conv1's 2 ms do 0.26 ms of theirs by 13.52 ms and the rest after: backward ends at
+// 15.26 ms, 1.26 ms later; bucket 1 then all-reduces its 0.615 ms.
+TEST(DdpSim, BackwardBesideAnAllReduceIsSlowedOnlyWhileItRuns) {
+  const sim::Profile p = tiny();
+  const sim::World w{1, 2};
+  const sim::Network n = network(1e9, 1e9, 0, 0);
+  sim::Options o = compute(14e-3);
+  const double b0 = 40 + 409600 + 4096 + 2097152, b1 = 1024 + 614400;
+  o.interference = 1;
+  const auto r = sim::simulate(p, w, n, o);
+  const double window = b0 / 1e9;  // 2.519 ms
+  const double end = 11e-3 + window + (2e-3 - (window - 2e-3) / 2);
+  EXPECT_NEAR(r.backward_end_s, end, 1e-15);
+  EXPECT_NEAR(r.interference_s, end - 14e-3, 1e-15);
+  EXPECT_NEAR(r.buckets[1].ready_s, end, 1e-15);
+  EXPECT_NEAR(r.step_s, end + b1 / 1e9, 1e-15);
+  // Nothing to slow: one GPU, or no all-reduce in flight; and 0 is the undisturbed step, bit for bit.
+  EXPECT_EQ(sim::simulate(p, {1, 1}, n, o).interference_s, 0);
+  o.interference = 0;
+  EXPECT_EQ(sim::simulate(p, w, n, o).step_s, sim::simulate(p, w, n, compute(14e-3)).step_s);
+  o.interference = -0.5;
+  EXPECT_THROW(sim::simulate(p, w, n, o), std::invalid_argument);
+  // A world past one GPU with a large share: the interference is most of what DDP adds.
+  o.interference = 100;
+  const auto big = sim::simulate(p, w, n, o);
+  EXPECT_NEAR(big.backward_end_s, 11e-3 + window + 3e-3 - window / 101, 1e-15);
+}
+
 // A measured backward (--backward-ms) sets the split; the FLOPs still divide it among the layers.
 // The same 14 ms with backward given as 6 ms: forward 8 ms, then fc2 and fc1 take 6 * 6/9 = 4 ms.
 TEST(DdpSim, AMeasuredBackwardSplitsTheComputeAndTheFlopsDivideIt) {

@@ -166,7 +166,11 @@ std::vector<ProcResult> run_all(const std::vector<ProcSpec>& specs, double deadl
     while (next < specs.size() && specs[next].start_delay_s <= t) launch(next++);
     for (size_t i = 0; i < specs.size(); ++i) {
       if (pids[i] <= 0) continue;
-      if (specs[i].signal && !signalled[i] && ddp::monotonic_seconds() - started[i] >= specs[i].signal_after_s) {
+      // A signal that must find the process ready (its handlers in place) waits for the line
+      // that says so: on a loaded machine a fixed delay can come before LibTorch has loaded.
+      if (specs[i].signal && !signalled[i] && ddp::monotonic_seconds() - started[i] >= specs[i].signal_after_s &&
+          (specs[i].signal_once_printed.empty() ||
+           read_text(dir + "/" + std::to_string(i) + ".log").find(specs[i].signal_once_printed) != std::string::npos)) {
         ::kill(pids[i], specs[i].signal);
         signalled[i] = true;
       }

@@ -13,6 +13,7 @@ struct ProcSpec {
   double start_delay_s = 0;                 // started this long after the first process
   int signal = 0;                           // if set: sent to the process ...
   double signal_after_s = 0;                // ... this long after it started
+  std::string signal_once_printed;          // ... and, if set, once it has printed this: ready for it
   bool real_gpus = false;                   // true: the program counts the host's GPUs itself (see run_all)
 };
 

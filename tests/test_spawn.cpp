@@ -110,6 +110,7 @@ TEST(SpawnFailure, SigtermToTheLauncherReachesTheWorkers) {
   ProcSpec s = spawn({"--world-size", "2", "--fail-rank", "0", "--fail-mode", "hang", "--timeout", "30"});
   s.signal = SIGTERM;
   s.signal_after_s = 2;
+  s.signal_once_printed = "[launcher] starting 2 workers";  // its signals blocked, its workers forked
   auto r = run_one(s, 60);
   ASSERT_FALSE(r.timed_out) << r.output;
   EXPECT_NE(r.output.find("received Terminated, passing it on to the workers"), std::string::npos) << r.output;

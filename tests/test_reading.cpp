@@ -92,7 +92,7 @@ ReadingPath read_path(const std::string& readme) {
   const std::regex named_file(R"(`([^`\s]*[A-Za-z_0-9]\.(?:cpp|h))`)");
   bool in_list = false, in_exercises = false, in_exercise_list = false;
   std::string last_path;
-  const std::regex marker(R"(^<!--.*-->\s*$)");
+  const std::regex marker(R"(^<!--((?!-->).)*-->\s*$)");  // one comment, nothing visible beside it
   int markers = 0;  // the page's lines that are only an invisible <!-- marker --> (Note [Checked examples])
   for (size_t i = 0; i < lines.size(); ++i) {
     const std::string& l = lines[i];
@@ -303,6 +303,8 @@ TEST(Docs, ReadingPathCheckFindsPlantedDrift) {
   finds(right, 26, "over its budget of 26");
   finds(std::regex_replace(right, std::regex(R"(from "the rest" \(2\))"), "from \"the rest\" (3)"), 30,
         "from \"the rest\" says 3 lines; it has 2");
+  // A line with text beside its markers is seen on the page, and counted.
+  finds(std::regex_replace(right, std::regex("<!-- figures: code -->"), "<!-- a --> seen <!-- b -->"), 30, "and the list make 28");
   finds(std::regex_replace(right, std::regex("Change `lib.cpp`"), "Change `extra.cpp`"), 30, "`extra.cpp`, which neither");
   finds(std::regex_replace(right, std::regex("`helper`"), "`gone`"), 30, "no definition of gone()");
   finds(std::regex_replace(right, std::regex(R"(Note \[Why\])"), "Note [Because]"), 30, "no Note [Because]");

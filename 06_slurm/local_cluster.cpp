@@ -41,8 +41,8 @@ namespace ddp {
 //     the caller's RANK, MASTER_*, SLURM_*, torchrun's variables and GLOO_SOCKET_IFNAME.
 //   * The time limit: the warning signal (--signal SIG@S) S seconds before it, SIGTERM at it and
 //     SIGKILL KillWait (slurm.conf's grace between the two, 5 s) later, and the job ends in
-//     Slurm's state for that. Real Slurm counts
-//     the limit in minutes and checks it about every 30 s; here it is exact to the second.
+//     Slurm's state for that. Real Slurm counts the limit in minutes and checks it about every
+//     30 s; here it is exact to the second.
 //   * Requeue: `scontrol` on the tasks' PATH is this program under another name; `scontrol requeue`
 //     leaves a note that the simulator reads: it stops what is left of the job (SIGTERM, then
 //     SIGKILL) and starts it again 2 s later with SLURM_RESTART_COUNT=1, 2, ... (real Slurm: after
@@ -59,6 +59,7 @@ namespace {
 
 constexpr double kKillWait = 5, kRequeueDelay = 2;
 constexpr const char* kSimDirVar = "DDP_SLURM_LOCAL_DIR";
+constexpr const char* kRequeueNote = "/requeue";  // in the simulator's folder: the stand-in scontrol's note
 
 // A job id whose derived trainer port (15000 + id % 10000) is free now: as a scheduler hands out
 // ids, but never one whose port another job on this machine holds.
@@ -154,7 +155,7 @@ std::string run_once(const JobSpec& spec, int job_id, int restart, const std::st
 
   // Watch, as slurmctld and slurmstepd would: the warning, the limit, a requeue, the tasks' ends.
   const double t0 = monotonic_seconds();
-  const std::string requeue_note = sim_dir + "/requeue";
+  const std::string requeue_note = sim_dir + kRequeueNote;
   posix_spawnattr_destroy(&attr);
   bool warned = spec.no_signal, terminated = false, requeued = false, cancelled = false;
   double kill_at = INFINITY;
@@ -232,7 +233,7 @@ int run_local(const JobSpec& spec) {
   struct Removed {  // on every way out, an exception's included: no run leaves its folder behind
     std::string dir;
     ~Removed() {
-      ::unlink((dir + "/requeue").c_str());  // run_once()'s note, when it was cut short
+      ::unlink((dir + kRequeueNote).c_str());  // run_once()'s note, when it was cut short
       ::unlink((dir + "/bin/scontrol").c_str());
       ::rmdir((dir + "/bin").c_str());
       ::rmdir(dir.c_str());
@@ -278,7 +279,7 @@ int run_local(const JobSpec& spec) {
 int local_scontrol(int argc, char** argv) {
   const char* dir = std::getenv(kSimDirVar);
   if (argc == 3 && std::string(argv[1]) == "requeue" && dir) {
-    std::ofstream(std::string(dir) + "/requeue") << argv[2] << "\n";
+    std::ofstream(std::string(dir) + kRequeueNote) << argv[2] << "\n";
     return 0;
   }
   std::fprintf(stderr, "scontrol: this is 06_slurm --local's stand-in: only 'scontrol requeue <job id>' inside a local job is simulated\n");

@@ -243,14 +243,18 @@ CollectiveTime interpolate(const MeasuredAllReduce& table, double bytes) {
   return {latency, total - latency};
 }
 
+const MeasuredAllReduce* measured_for(const World& world, const Network& net) {
+  if (world.nodes != 1) return nullptr;
+  for (const MeasuredAllReduce& table : net.measured) {
+    if (table.gpus == world.gpus_per_node) return &table;
+  }
+  return nullptr;
+}
+
 CollectiveTime allreduce(const World& world, const Network& net, double bytes) {
   const int g = world.gpus_per_node, n = world.nodes;
-  if (n == 1) {
-    for (const MeasuredAllReduce& table : net.measured) {
-      if (table.gpus == g) return interpolate(table, bytes);
-    }
-    return ring_allreduce(g, bytes, net.intra);
-  }
+  if (const MeasuredAllReduce* table = measured_for(world, net)) return interpolate(*table, bytes);
+  if (n == 1) return ring_allreduce(g, bytes, net.intra);
   if (net.algorithm == Algorithm::ring) {
     const Link slowest{std::min(net.intra.bytes_per_s, net.inter.bytes_per_s), std::max(net.intra.latency_s, net.inter.latency_s)};
     return ring_allreduce(world.size(), bytes, g == 1 ? net.inter : slowest);

@@ -119,6 +119,9 @@ CollectiveTime ring_allreduce(int ranks, double bytes, const Link& link);
 // `bytes` read off a measured table (Note [Measured all-reduce tables]); std::invalid_argument
 // for a table of fewer than two rows or rows out of order.
 CollectiveTime interpolate(const MeasuredAllReduce& table, double bytes);
+// The measured table `world` takes its all-reduce from: one node, and a table of its GPU count;
+// nullptr otherwise (the ring or hierarchical formula).
+const MeasuredAllReduce* measured_for(const World& world, const Network& net);
 CollectiveTime allreduce(const World& world, const Network& net, double bytes);
 
 // Parameter indices in the order their gradients become ready (Note [Splitting the compute]).

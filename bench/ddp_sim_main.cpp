@@ -163,9 +163,7 @@ int main(int argc, char** argv) {
     std::printf("model %s: %zu parameters, %.2f MB of gradients, %zu layers%s%s\n", profile.model.c_str(), profile.parameters.size(),
                 bytes / 1e6, profile.layers.size(), profile.source.empty() ? "" : "; from ", profile.source.c_str());
     if (!preset.empty()) std::printf("preset %s: %s\n", preset.c_str(), ddp::sim::find_preset(preset).machine.c_str());
-    bool from_table = false;  // Note [Measured all-reduce tables]
-    for (const auto& t : measured) from_table = from_table || (nodes == 1 && t.gpus == gpus_per_node);
-    if (from_table) {
+    if (ddp::sim::measured_for(world, net)) {  // Note [Measured all-reduce tables]
       std::printf("world 1 node x %d GPUs = %d ranks; all-reduce as measured on %d GPUs of one node (the preset's table)\n",
                   gpus_per_node, world.size(), gpus_per_node);
     } else {

@@ -10,6 +10,8 @@
 //   ./build-cpu/02_spawn --nproc-per-node 3 -- ./build-cpu/allreduce_bench --versus ring --max-bytes 16777216 --factor 16
 //   ./build-cpu/02_spawn --nproc-per-node 2 -- ./build-cpu/allreduce_bench --dtype float16 --values gradients
 //     (what --comm-hook fp16 sends: Note [What is summed])
+//   ./build-cpu/02_spawn --nproc-per-node 2 -- ./build-cpu/allreduce_bench --interference 3145728
+//     (compute and an all-reduce beside each other: Note [Measuring interference])
 //
 // Expected output (rank 0; figures of the machine it runs on):
 //   [rank 0/2] world 2       4096 B: plain 101.2 us, ours 103.9 us, plain/ours 0.97
@@ -20,11 +22,18 @@
 //   ...
 //   [rank 0/3] alpha-beta model fitted to the c10d times above: alpha ..., beta ...
 //   [rank 0/3] world 3       4096 B: model ... us; c10d/model ..., ring/model ...
+// With --interference (bench/one_vs_two_ranks.sh, bench/cost_model.sh --link):
+//   [rank 0/2] interference, world 2, all-reduce of 3145728 B beside a compute, 5 rounds:
+//   [rank 0/2]   compute: 612.3 us a matmul alone, 1101.9 us beside the all-reduce: interference s = 0.800
+//   [rank 0/2]   all-reduce: 4120.5 us alone, 6015.0 us beside the compute: slowdown a = 0.460
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -89,6 +98,75 @@ std::pair<double, double> timed_round(ddp::Group& g, int iters, const std::funct
   return {t[0][0].item<double>(), t[0][1].item<double>()};
 }
 
+
+// Note [Measuring interference]
+// How much an all-reduce and a compute slow each other when they run at once, the inputs of
+// ddp_sim's --interference and --allreduce-slowdown (Note [Compute beside an all-reduce] in
+// bench/ddp_sim.cpp), measured as Galvatron measures its overlap coefficient: compute alone,
+// all-reduce alone, both together. Each round, after a barrier:
+//   1. the all-reduce alone, waited for;
+//   2. both: the all-reduce started (Gloo runs it on its own threads, as DDP's buckets run
+//      while backward computes), and on this thread a compute (--compute: the MLP's first
+//      layer's matmul, or the CNN's second convolution), chunk after chunk, each timed, until the all-reduce has completed (its future's
+//      callback stamps the instant, on Gloo's thread); the chunk it completed in is dropped,
+//      the others ran wholly beside it;
+//   3. the compute alone: as many chunks again, each timed.
+// s = (mean chunk beside) / (mean chunk alone) - 1, each rank's, then their mean; a = (the
+// all-reduce beside) / (alone) - 1, each a mean over the rounds, the slowest rank's. A rank
+// computes with the threads its launch gives it (05's rule: one each when several share a
+// host), so run it as the training it stands for is run. Noise can make either slightly
+// negative: printed as measured.
+struct Interference {
+  double chunk_alone_us = 0, chunk_beside_us = 0, allreduce_alone_us = 0, allreduce_beside_us = 0;
+};
+Interference measure_interference(ddp::Group& g, std::vector<torch::Tensor>& t, int rounds, const std::function<void()>& chunk,
+                                  const std::function<void()>& put_back) {
+  using clock = std::chrono::steady_clock;
+  const auto us = [](clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); };
+  double alone = 0, beside = 0, chunks_alone = 0, chunks_beside = 0;
+  int64_t counted_alone = 0, counted_beside = 0;
+  for (int r = 0; r < rounds; ++r) {
+    put_back();
+    g.pg->barrier()->wait();
+    auto t0 = clock::now();
+    g.pg->allreduce(t)->wait();
+    alone += us(clock::now() - t0);
+    put_back();
+    g.pg->barrier()->wait();
+    auto done = std::make_shared<std::atomic<int64_t>>(0);
+    t0 = clock::now();
+    auto work = g.pg->allreduce(t);
+    work->getFuture()->addCallback([done](c10::ivalue::Future&) { done->store(clock::now().time_since_epoch().count()); });
+    int64_t n = 0;
+    while (done->load() == 0) {
+      const auto c0 = clock::now();
+      chunk();
+      const auto c1 = clock::now();
+      const int64_t end = done->load();
+      if (end == 0 || end >= c1.time_since_epoch().count()) chunks_beside += us(c1 - c0), ++n;  // wholly beside it
+    }
+    work->wait();
+    beside += us(clock::time_point(clock::duration(done->load())) - t0);
+    counted_beside += n;
+    for (int64_t k = 0; k < std::max<int64_t>(n, 8); ++k) {
+      const auto c0 = clock::now();
+      chunk();
+      chunks_alone += us(clock::now() - c0), ++counted_alone;
+    }
+  }
+  if (counted_beside == 0) {
+    throw std::runtime_error("rank " + std::to_string(g.rank()) + ": --interference: the all-reduce ended before one chunk of compute; "
+                             "give more bytes");
+  }
+  std::vector<torch::Tensor> m{torch::tensor({chunks_alone / counted_alone, chunks_beside / counted_beside}, torch::kFloat64)};
+  g.pg->allreduce(m)->wait();  // SUM: the ranks' mean below
+  std::vector<torch::Tensor> x{torch::tensor({alone / rounds, beside / rounds}, torch::kFloat64)};
+  c10d::AllreduceOptions max_op;
+  max_op.reduceOp = c10d::ReduceOp::MAX;
+  g.pg->allreduce(x, max_op)->wait();
+  return {m[0][0].item<double>() / g.size(), m[0][1].item<double>() / g.size(), x[0][0].item<double>(), x[0][1].item<double>()};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -123,6 +201,14 @@ int main(int argc, char** argv) {
   app.add_option("--compute-between-ms", between_ms, "Before each all-reduce, compute this long, untimed (a matmul of "
                                                      "chapter 05's MLP's first layer, repeated): the all-reduce as a step meets it")
       ->check(CLI::Range(0.0, 1000.0));
+  int64_t interference_bytes = 0;
+  std::string beside = "matmul";
+  app.add_option("--compute", beside, "With --interference, the compute beside the all-reduce: matmul (the MLP's first layer on 64 "
+                                      "images) or conv (the CNN's second convolution on 8)")
+      ->check(CLI::IsMember({"matmul", "conv"}));
+  app.add_option("--interference", interference_bytes, "Instead of the sweep: compute and an all-reduce of this many bytes "
+                                                        "beside each other, alone and together (Note [Measuring interference])")
+      ->check(CLI::Range(int64_t{4}, int64_t{1} << 32));
   app.add_option("--csv", csv, "Rank 0 appends 'world,bytes,plain_us,ours_us' lines here (ours: --versus's)");
   ddp::parse_flags(app, argc, argv);
 
@@ -149,6 +235,29 @@ int main(int argc, char** argv) {
       const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(between_ms);
       while (between_ms > 0 && std::chrono::steady_clock::now() < end) (void)torch::mm(x, w);
     };
+    if (interference_bytes > 0) {  // Note [Measuring interference]
+      const auto type = dtype == "float32" ? torch::kFloat32 : dtype == "float16" ? torch::kHalf : torch::kBFloat16;
+      const int64_t elements = std::max<int64_t>(1, interference_bytes / torch::elementSize(type));
+      torch::manual_seed(static_cast<uint64_t>(g.rank()) + 1);
+      gradients = values == "gradients" ? (torch::randn({elements}) * 5e-4).to(type) : torch::zeros({elements}, type);
+      t = {gradients.clone()};
+      g.pg->allreduce(t)->wait();  // warm-up
+      const torch::Tensor image = torch::ones({8, 32, 14, 14}), kernel = torch::ones({64, 32, 3, 3});
+      const auto chunk = [&] { beside == "conv" ? (void)torch::conv2d(image, kernel, {}, 1, 1) : (void)torch::mm(x, w); };
+      const Interference m = measure_interference(g, t, rounds, chunk, [&] { t[0].copy_(gradients); });
+      char line[240];
+      std::snprintf(line, sizeof(line), "interference, world %d, all-reduce of %lld B (%s, %s) beside a compute, %d rounds:", g.size(),
+                    static_cast<long long>(interference_bytes), dtype.c_str(), values.c_str(), rounds);
+      ddp::log0(line);
+      std::snprintf(line, sizeof(line), "  compute: %.1f us a %s alone, %.1f us beside the all-reduce: interference s = %.3f",
+                    m.chunk_alone_us, beside.c_str(), m.chunk_beside_us, m.chunk_beside_us / m.chunk_alone_us - 1);
+      ddp::log0(line);
+      std::snprintf(line, sizeof(line), "  all-reduce: %.1f us alone, %.1f us beside the compute: slowdown a = %.3f", m.allreduce_alone_us,
+                    m.allreduce_beside_us, m.allreduce_beside_us / m.allreduce_alone_us - 1);
+      ddp::log0(line);
+      g.pg->barrier()->wait();
+      return ddp::kExitOk;
+    }
     for (int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= factor) {
       const auto type = dtype == "float32" ? torch::kFloat32 : dtype == "float16" ? torch::kHalf : torch::kBFloat16;
       const int64_t elements = std::max<int64_t>(1, bytes / torch::elementSize(type));

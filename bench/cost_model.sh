@@ -64,6 +64,27 @@ if [ -n "$link" ]; then
   echo "== the CNN on 2 hosts: traced, then measured ($steps steps each) =="
   "${nodes[@]}" "$bin/05_ddp" "${train[@]}" --out "$out/trace-run" --trace "$out/trace.json" > "$out/trace-run.log" 2>&1 ||
     { cat "$out/trace-run.log"; exit 1; }
+  # Compute and all-reduce beside each other between the hosts (Note [Measuring interference]
+  # in allreduce_bench.cpp): the CNN's gradients and its convolution, as float32 and as the fp16
+  # hook sends them. "s a" for ddp_sim; a share that noise made negative goes to it as 0.
+  interference() {  # interference <name> [allreduce_bench flags]
+    local log=$out/interference-$1.log
+    shift
+    "${nodes[@]}" "$bin/allreduce_bench" --compute conv --rounds "$([ -n "$quick" ] && echo 2 || echo 5)" "$@" > "$log" 2>&1 ||
+      { cat "$log" >&2; return 1; }
+  }
+  grads=3297832  # the CNN's gradients, bytes (bench/profiles/cnn.json)
+  interference 32 --interference "$grads" || exit 1
+  interference 16 --interference $((grads / 2)) --dtype float16 --values gradients || exit 1
+  shares() {  # shares <log>: "s a", each at least 0
+    sed -n 's/.*interference s = \([-0-9.]*\)$/\1/p; s/.*slowdown a = \([-0-9.]*\)$/\1/p' "$1" |
+      awk '{ v[NR] = $1 < 0 ? 0 : $1 } END { if (NR == 2) print v[1], v[2] }'
+  }
+  read -r s32 a32 <<< "$(shares "$out/interference-32.log")"
+  read -r s16 a16 <<< "$(shares "$out/interference-16.log")"
+  [ -n "${a32:-}" ] && [ -n "${a16:-}" ] || { echo "no interference in $out/interference-*.log" >&2; exit 1; }
+  echo "== compute beside an all-reduce between the hosts (allreduce_bench --interference, the CNN's convolution) =="
+  grep -h "rank 0/2\]   " "$out/interference-32.log" "$out/interference-16.log" | sed 's/^\[rank 0\/2\] //'
   compare=()
   for variant in buckets one-bucket fp16; do
     case $variant in buckets) extra=() ;; one-bucket) extra=(--one-bucket) ;; fp16) extra=(--comm-hook fp16) ;; esac
@@ -88,14 +109,14 @@ if [ -n "$link" ]; then
   [ -n "$alpha_us" ] && [ -n "$opt" ] && [ -n "${gbps16:-}" ] || { echo "no fit or traced step in $out/model.txt" >&2; exit 1; }
   gbps=$(awk -v b="$bits" 'BEGIN { print b / 1e9 }')
   compute_ms=$(awk -v f="$fwd" -v b="$bwd" -v o="$opt" 'BEGIN { print f + b + o }')
-  echo "== the simulator (bench/ddp_sim: 2 nodes x 1 rank, $link links = $gbps Gb/s, alpha $alpha_us us;" \
-    "fp16 at the float16 fit: $gbps16 Gb/s, alpha $alpha16_us us) =="
+  echo "== the simulator (bench/ddp_sim: 2 nodes x 1 rank, $link links = $gbps Gb/s, alpha $alpha_us us, interference s $s32, a $a32;" \
+    "fp16 at the float16 fit: $gbps16 Gb/s, alpha $alpha16_us us, s $s16, a $a16) =="
   for pair in "${compare[@]}"; do
     variant=${pair%%=*} ms=${pair#*=}
-    net=(--inter-gbps "$gbps" --inter-latency-us "$alpha_us")
+    net=(--inter-gbps "$gbps" --inter-latency-us "$alpha_us" --interference "$s32" --allreduce-slowdown "$a32")
     case $variant in
       buckets) extra=() ;; one-bucket) extra=(--one-bucket) ;;
-      fp16) extra=(--comm-hook fp16) net=(--inter-gbps "$gbps16" --inter-latency-us "$alpha16_us") ;;
+      fp16) extra=(--comm-hook fp16) net=(--inter-gbps "$gbps16" --inter-latency-us "$alpha16_us" --interference "$s16" --allreduce-slowdown "$a16") ;;
     esac
     "$bin/ddp_sim" --profiles-dir "$root/bench/profiles" --model cnn --nodes 2 --gpus-per-node 1 "${net[@]}" \
       --compute-ms "$compute_ms" --optimizer-ms "$opt" --backward-ms "$bwd" \

@@ -22,9 +22,10 @@ namespace ddp::sim {
 // all-reduce ends for all ranks at once, and one rank stands for all. What the world size
 // changes is only what each all-reduce costs (Note [All-reduce across nodes]); the simulation
 // is O(parameters + buckets) at any world size, 1,024 GPUs as fast as 2. It is deterministic:
-// no randomness, no clock, events in a fixed order. Not modelled (yet): stragglers and jitter
-// between ranks, contention between the all-reduce and backward for memory bandwidth or SMs,
-// NCCL's tree algorithm, several communication streams.
+// no randomness, no clock, events in a fixed order. The contention between the all-reduce and
+// backward for SMs, memory or cores is an input (Note [Compute beside an all-reduce]). Not
+// modelled (yet): stragglers and jitter between ranks, NCCL's tree algorithm, several
+// communication streams.
 //
 // Note [Splitting the compute]
 // The input is the measured time of one step without DDP on one GPU (compute_s: a table's
@@ -72,31 +73,33 @@ namespace ddp::sim {
 //   float32 bytes, as 05 cuts it, and all-reduced as float16: half the bytes on the wire, the
 //   same number of steps (latencies). The casts either side are not modelled (one pass over the
 //   bucket's memory: small beside a network, not beside loopback).
-// comm_on_compute_cores: a GPU all-reduces on its own engines while its SMs run backward; Gloo on
-//   a CPU moves and sums the bytes on the CPU's cores. When every core already runs a rank's
-//   compute (two ranks of one thread each on a 2-core laptop), the all-reduce gets no core of
-//   its own: it takes its time from the compute instead of hiding behind it. Modelled as the
-//   extreme: each all-reduce stops backward for its whole duration (exposed = all of it), at the
-//   link given (bench/one_vs_two_ranks.sh gives loopback's, measured right after a compute).
-// Note [Compute beside an all-reduce]
-// An all-reduce that hides behind backward is not free: NCCL's kernels hold SMs while they run
-// and move every byte through the GPU's memory, which backward's kernels use too; Gloo sums and
-// copies on the CPU's cores. So backward runs slower while an all-reduce is in flight, by a
-// share the simulator takes as an input (interference, s): a layer's backward that would take d
-// alone takes d (1 + s) of the time an all-reduce runs, and d outside it. The all-reduces run
-// one after the other from their start until the link is free, so from any instant of backward
-// the time they still run is one window: what of d fits in it at the slow rate, and the rest
-// after it. The all-reduce itself is not slowed here. s = 0 is the undisturbed backward of the
-// other Notes; comm_on_compute_cores is the extreme, backward stopped while any runs (s
-// without bound). s is measured, never fitted to the step it predicts: Galvatron measures its
-// "overlap coefficient" (1.1-1.3) with a matrix multiply beside an all-reduce, Calculon takes a
-// share of the processor per network (0.15 NVLink, 0.02 InfiniBand).
-//
 // stop_vote: 05 posts a 4-byte all-reduce after every step, chapter 06's vote on stopping
 //   together (Note [Stopping together without a sync per step], common/slurm/stop_vote.cpp), and
-//   reads it a step later: it runs during the next forward. Hidden there, unless the all-reduces
-//   take their time from the compute (comm_on_compute_cores: the step pays all of it) or it
-//   outlasts forward (the step pays the rest). PyTorch's DDP has no such vote (the DGX-1 table).
+//   reads it a step later: it runs during the next forward, slowing it by the interference, and
+//   backward starts once both are done, so the step pays forward's slowing (Note [Compute beside
+//   an all-reduce]) and whatever of the vote outlasts forward. PyTorch's DDP has no such vote
+//   (the DGX-1 table).
+//
+// Note [Compute beside an all-reduce]
+// An all-reduce that hides behind backward is not free. NCCL's kernels hold SMs while they run
+// and move every byte through the GPU's memory, which backward's kernels use too; Gloo sums and
+// copies on the CPU's cores, which backward computes on (two ranks of one thread each on a
+// 2-core laptop leave it no core of its own). So both slow down while they run together, by
+// shares the simulator takes as inputs, measured apart from the step they predict:
+//   interference, s: a stretch of backward that would take d alone takes d (1 + s) while an
+//     all-reduce runs. The all-reduces run one after the other from their start until the link
+//     is free, so from any instant of backward the time they still run is one window: what of
+//     d fits in it at the slow rate, and the rest after it.
+//   allreduce_slowdown, a: an all-reduce takes (1 + a) times its time alone while backward
+//     computes; what is left of it when backward ends runs at full speed.
+// DDP's hooks and launches are not slowed (on a GPU they run on the CPU). s = a = 0 is the
+// undisturbed step of the other Notes, bit for bit; s without bound stops backward while any
+// all-reduce runs. On this course's machine both are measured by allreduce_bench --interference
+// (compute alone, all-reduce alone, both at once: Note [Measuring interference] there), in the
+// command that measures the link; Galvatron measures its "overlap coefficient" (1.1-1.3) the same
+// way, with a matrix multiply beside an all-reduce; Calculon takes a share of the processor per
+// network (0.15 NVLink, 0.02 InfiniBand). The presets' share is cited (Note [Presets: where each
+// figure comes from]).
 
 namespace {
 
@@ -302,6 +305,9 @@ StepResult simulate(const Profile& profile, const World& world, const Network& n
     throw std::invalid_argument("DDP's costs must be >= 0");
   }
   if (!(options.interference >= 0 && std::isfinite(options.interference))) throw std::invalid_argument("the interference must be >= 0");
+  if (!(options.allreduce_slowdown >= 0 && std::isfinite(options.allreduce_slowdown))) {
+    throw std::invalid_argument("the all-reduce's slowdown must be >= 0");
+  }
   if (world.gpus_per_node > 1) check_link(net.intra, "the intra-node link's");
   if (world.nodes > 1) check_link(net.inter, "the inter-node link's");
 
@@ -328,26 +334,47 @@ StepResult simulate(const Profile& profile, const World& world, const Network& n
 
   // Backward, event by event: a layer's backward, its gradients' hooks, the launches they allow
   // (in bucket order: 05's launch_ready_buckets), each all-reduce behind the one before.
-  double now = r.forward_s, link_free = 0, total_bytes = 0;
+  const double slow = 1 + options.interference, stretch = 1 + options.allreduce_slowdown;
+  if (options.stop_vote) {  // posted by the step before, it runs during this one's forward
+    const CollectiveTime vote = allreduce(world, net, 4);
+    r.vote_latency_s = vote.latency_s;
+    // Beside forward both are slowed (Note [Compute beside an all-reduce]); whichever ends first,
+    // the other runs on alone. Backward starts once forward has ended and the vote is in: the
+    // step pays forward's slowing and what of the vote outlasts it.
+    const double with_forward = vote.total() * stretch, forward = r.forward_s * slow;
+    if (with_forward <= forward) {
+      r.vote_s = with_forward, r.vote_forward_longer_s = with_forward - with_forward / slow;
+    } else {
+      r.vote_exposed_s = vote.total() - forward / stretch, r.vote_s = forward + r.vote_exposed_s;
+      r.vote_forward_longer_s = forward - r.forward_s;
+    }
+    r.comm_s += r.vote_s, r.exposed_comm_s += r.vote_exposed_s, r.interference_s += r.vote_forward_longer_s;
+  }
+  double now = r.forward_s + r.vote_forward_longer_s + r.vote_exposed_s, link_free = 0, total_bytes = 0;
   // `d` of backward's compute from `now`: slowed while the all-reduces run (Note [Compute beside
   // an all-reduce]), until link_free.
   const auto compute_for = [&](double d) {
-    const double busy = link_free - now, slow = 1 + options.interference;
+    const double busy = link_free - now;
     if (options.interference == 0 || busy <= 0) {
       now += d;
       return;
     }
     const double took = d * slow <= busy ? d * slow : busy + (d - busy / slow);
+    r.slowed.emplace_back(now, now + std::min(took, busy));
     r.interference_s += took - d, now += took;
   };
   size_t next = 0;
   const auto by_layer = params_by_layer(profile);
+  r.grad_ready_s.assign(profile.parameters.size(), 0);
   for (size_t l = profile.layers.size(); l-- > 0;) {
+    const double start = now;
     if (backward_flops > 0) compute_for(r.backward_compute_s * profile.layers[l].backward_flops / backward_flops);
+    r.backward_layers.push_back({l, start, now});
     for (auto i = by_layer[l].rbegin(); i != by_layer[l].rend(); ++i) {
       const double bytes = static_cast<double>(profile.parameters[*i].bytes);
       const double hook = options.per_param_s + copy_s(bytes);
       now += hook, r.ddp_overhead_s += hook, total_bytes += bytes;
+      r.grad_ready_s[*i] = now;
       --pending[bucket_of[*i]];
       while (next < r.buckets.size() && pending[next] == 0) {
         BucketTimeline& b = r.buckets[next++];
@@ -356,27 +383,83 @@ StepResult simulate(const Profile& profile, const World& world, const Network& n
         b.ready_s = now;
         b.start_s = std::max(now, link_free);
         b.latency_s = t.latency_s, b.bandwidth_s = t.bandwidth_s;
-        b.end_s = link_free = b.start_s + t.total();
-        r.comm_s += t.total();
-        if (options.comm_on_compute_cores) r.exposed_comm_s += b.end_s - now, now = b.end_s;  // backward waits
+        b.end_s = link_free = b.start_s + t.total() * stretch;  // beside backward: slowed
+        if (stretch == 1) r.comm_s += t.total();
       }
     }
   }
   r.backward_end_s = now;
+  // Backward has ended: what is left of the all-reduces runs alone, at full speed.
+  if (stretch != 1) {
+    double free = now;
+    for (BucketTimeline& b : r.buckets) {
+      if (b.end_s <= now) continue;
+      const double alone = b.latency_s + b.bandwidth_s;
+      if (b.start_s < now) {
+        b.end_s = now + (b.end_s - now) / stretch;
+      } else {
+        b.start_s = std::max(b.ready_s, free), b.end_s = b.start_s + alone;  // queued: behind the one before
+      }
+      free = b.end_s;
+    }
+    if (link_free > now) link_free = free;
+    for (const BucketTimeline& b : r.buckets) r.comm_s += b.end_s - b.start_s;
+  }
   r.exposed_comm_s += std::max(0.0, link_free - now);
   // After the wait: the averaged gradients back out of the buckets, then the optimizer.
   const double copy_back = copy_s(total_bytes);
   r.ddp_overhead_s += copy_back;
   r.step_s = std::max(now, link_free) + copy_back + options.optimizer_s;
-  if (options.stop_vote) {  // posted after this step, run during the next one's forward
-    const CollectiveTime vote = allreduce(world, net, 4);
-    r.vote_s = vote.total(), r.vote_latency_s = vote.latency_s;
-    const double exposed = options.comm_on_compute_cores ? r.vote_s : std::max(0.0, r.vote_s - r.forward_s);
-    r.comm_s += r.vote_s, r.exposed_comm_s += exposed, r.step_s += exposed;
-  }
   r.overlap_share = r.comm_s > 0 ? std::max(0.0, 1 - r.exposed_comm_s / r.comm_s) : 0;  // not -0.0 from rounding
   r.efficiency = options.compute_s / r.step_s;
   return r;
+}
+
+// Note [The simulated step as a trace]
+// `ddp_sim --trace FILE` writes the step in the events 05's --trace writes (Note [Trace files]),
+// so that the measured step and the simulated one open side by side in Perfetto or
+// chrome://tracing: on rank 0's compute track "forward", then "backward" with one span per
+// layer inside it ("backward fc1"), a "gradient ready" instant per gradient (param, bytes), the
+// "wait for all-reduces", "optimizer" and the "step done" instant; on its collectives track
+// "all-reduce bucketN" (bytes) and, with --stop-vote, the vote during forward. Where backward ran
+// slowed beside an all-reduce, a span "slowed beside an all-reduce" (category interference)
+// inside the layer's. Times are microseconds from the step's start.
+nlohmann::json trace_of(const Profile& profile, const StepResult& r, const Options& options) {
+  using nlohmann::json;
+  json events = json::array();
+  const auto us = [](double s) { return std::round(s * 1e9) / 1e3; };  // to the nanosecond, as Trace writes
+  const auto span = [&](const std::string& name, const char* cat, double start, double end, int tid, json args = json::object()) {
+    events.push_back({{"name", name}, {"cat", cat}, {"ph", "X"}, {"pid", 0}, {"tid", tid}, {"ts", us(start)}, {"dur", us(end) - us(start)},
+                      {"args", std::move(args)}});
+  };
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 0}, {"args", {{"name", "rank 0 (ddp_sim: every rank alike)"}}}});
+  events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 0}, {"args", {{"name", "compute"}}}});
+  events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 1}, {"args", {{"name", "collectives"}}}});
+  const double forward_end = r.forward_s + r.vote_forward_longer_s;
+  span("forward", "compute", 0, forward_end, 0);
+  if (options.stop_vote && r.vote_s > 0) {
+    span("all-reduce stop vote", "comm", 0, r.vote_s, 1, {{"bytes", 4}});
+    if (r.vote_forward_longer_s > 0) span("slowed beside an all-reduce", "interference", 0, std::min(r.vote_s, forward_end), 0);
+    if (r.vote_exposed_s > 0) span("wait for the stop vote", "ddp", forward_end, forward_end + r.vote_exposed_s, 0);
+  }
+  if (!r.backward_layers.empty()) span("backward", "compute", r.backward_layers.front().start_s, r.backward_end_s, 0);
+  for (const auto& l : r.backward_layers) span("backward " + profile.layers[l.layer].name, "compute", l.start_s, l.end_s, 0);
+  for (const auto& [a, b] : r.slowed) span("slowed beside an all-reduce", "interference", a, b, 0);
+  for (size_t i = 0; i < r.grad_ready_s.size(); ++i) {
+    events.push_back({{"name", "gradient ready"}, {"cat", "ddp"}, {"ph", "i"}, {"s", "t"}, {"pid", 0}, {"tid", 0}, {"ts", us(r.grad_ready_s[i])},
+                      {"args", {{"param", i}, {"bytes", profile.parameters[i].bytes}}}});
+  }
+  double last = r.backward_end_s;
+  for (size_t b = 0; b < r.buckets.size(); ++b) {
+    const BucketTimeline& k = r.buckets[b];
+    span("all-reduce bucket" + std::to_string(b), "comm", k.start_s, k.end_s, 1, {{"bytes", k.bytes}});
+    last = std::max(last, k.end_s);
+  }
+  span("wait for all-reduces", "ddp", r.backward_end_s, last, 0);
+  span("optimizer", "compute", r.step_s - options.optimizer_s, r.step_s, 0);
+  events.push_back({{"name", "step done"}, {"cat", "train"}, {"ph", "i"}, {"s", "t"}, {"pid", 0}, {"tid", 0}, {"ts", us(r.step_s)},
+                    {"args", {{"step", 1}}}});
+  return {{"displayTimeUnit", "ms"}, {"traceEvents", events}};
 }
 
 }  // namespace ddp::sim

@@ -74,12 +74,12 @@ struct Options {
   double per_bucket_s = 0;       // each bucket's launch
   double copy_bytes_per_s = 0;   // copying into and out of buckets; 0: free
   // What goes on the wire (Note [The wire and the cores]).
-  bool fp16_hook = false;          // 05's --comm-hook fp16: each bucket all-reduced as float16
-  bool comm_on_compute_cores = false;  // the all-reduce needs the cores backward computes on
-  bool stop_vote = false;  // 05's stop vote: a 4-byte all-reduce each step (Note [The wire and the cores])
-  // Compute shared with an all-reduce (Note [Compute beside an all-reduce]): backward takes
-  // 1 + interference times as long while an all-reduce runs; 0: undisturbed.
-  double interference = 0;
+  bool fp16_hook = false;   // 05's --comm-hook fp16: each bucket all-reduced as float16
+  bool stop_vote = false;   // 05's stop vote: a 4-byte all-reduce each step (Note [The wire and the cores])
+  // Compute and all-reduce on shared engines (Note [Compute beside an all-reduce]), both measured:
+  // backward takes 1 + interference times as long while an all-reduce runs, and an all-reduce
+  // 1 + allreduce_slowdown times as long while backward computes; 0: undisturbed.
+  double interference = 0, allreduce_slowdown = 0;
 };
 
 // ---- the result ----
@@ -93,14 +93,24 @@ struct BucketTimeline {
 struct StepResult {
   double forward_s = 0, backward_compute_s = 0;  // compute_s split (Note [Splitting the compute])
   double ddp_overhead_s = 0;  // hooks, launches and copies (Note [DDP's own costs])
-  double interference_s = 0;  // what backward took longer beside the all-reduces (Options::interference)
-  double backward_end_s = 0;  // from the start of the step: forward, backward and its hooks (and,
-                              // comm_on_compute_cores, the all-reduces it stopped for)
-  double comm_s = 0;          // every all-reduce, end to end
-  double exposed_comm_s = 0;  // the communication not hidden: left once backward has ended, or
-                              // (comm_on_compute_cores) all of it
+  double interference_s = 0;  // what forward and backward took longer beside all-reduces (Options::interference)
+  double backward_end_s = 0;  // from the start of the step: forward, backward and its hooks
+  double comm_s = 0;          // every all-reduce, end to end (slowed where it ran beside backward)
+  double exposed_comm_s = 0;  // the communication not hidden: left once backward has ended
   double vote_s = 0, vote_latency_s = 0;  // stop_vote: its all-reduce and that one's latency terms
                                           // (in comm_s; in exposed_comm_s as far as exposed)
+  double vote_forward_longer_s = 0, vote_exposed_s = 0;  // what forward took longer beside the vote (in
+                                                         // interference_s), and the vote past forward
+  // The timeline a trace draws (ddp_sim --trace): each layer's backward (layer index, start,
+  // end) in the order they run, when each gradient was ready (by parameter index), and the
+  // stretches of backward slowed beside an all-reduce (start, end).
+  struct LayerSpan {
+    size_t layer = 0;
+    double start_s = 0, end_s = 0;
+  };
+  std::vector<LayerSpan> backward_layers;
+  std::vector<double> grad_ready_s;
+  std::vector<std::pair<double, double>> slowed;
   double step_s = 0;
   double overlap_share = 0;   // 1 - exposed / comm (0 without communication)
   double efficiency = 0;      // compute_s / step_s: per GPU, against one GPU without DDP
@@ -132,5 +142,11 @@ std::vector<std::vector<size_t>> bucket_assignment(const Profile& profile, const
 // One step. std::invalid_argument for inputs no step has (no GPU, no compute, a link without
 // bandwidth): the tool turns those into UsageError naming its flag first.
 StepResult simulate(const Profile& profile, const World& world, const Network& net, const Options& options);
+
+// The step as 05's --trace writes one (Note [Trace files] in common/observe/trace.h), merged form
+// ({"traceEvents": [...]}), rank 0 standing for all: forward, each layer's backward, each
+// gradient ready, each bucket's all-reduce, the stretches slowed beside one, the wait, the
+// optimizer, "step done" (Note [The simulated step as a trace]).
+nlohmann::json trace_of(const Profile& profile, const StepResult& result, const Options& options);
 
 }  // namespace ddp::sim

@@ -12,8 +12,10 @@
 // The network's defaults are placeholders, not the figures of any machine: give yours, or a
 // --preset (Note [Presets: where each figure comes from] in bench/ddp_sim_presets.cpp).
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <optional>
 #include <stdexcept>
 #include <vector>
@@ -48,11 +50,12 @@ int main(int argc, char** argv) {
   ddp::show_true_defaults(app);  // Note [Help that tells the truth]
   std::string profile_path, model, profiles_dir, preset, table, algorithm = "ring", bucketing = "rebuilt";
   double optimizer_ms = 0, backward_ms = 0, intra_gbps = 100, inter_gbps = 25, intra_latency_us = 5, inter_latency_us = 10;
-  double bucket_cap_mb = 25, first_bucket_mb = 1, per_param_us = 0, per_bucket_us = 0, copy_gb_per_s = 0, interference = 0;
+  double bucket_cap_mb = 25, first_bucket_mb = 1, per_param_us = 0, per_bucket_us = 0, copy_gb_per_s = 0;
+  double interference = 0, allreduce_slowdown = 0;
   std::optional<double> compute_ms;  // required: no default to state
   int nodes = 1, gpus_per_node = 8;
-  bool first_iteration = false, one_bucket = false, on_compute_cores = false, stop_vote = false, timeline = false;
-  std::string comm_hook = "none";
+  bool first_iteration = false, one_bucket = false, stop_vote = false, timeline = false;
+  std::string comm_hook = "none", trace_path;
   std::optional<double> measured_ms;
   app.add_option("--profile", profile_path, "The model's profile (JSON, bench/profile_model.py)");
   app.add_option("--model", model, "Instead of --profile: bench/profiles/MODEL.json (resnet50, resnet101, cnn, ...)");
@@ -87,10 +90,12 @@ int main(int argc, char** argv) {
   app.add_flag("--one-bucket", one_bucket, "05's --one-bucket: every gradient in one bucket, all-reduced after backward (as --first-iteration)");
   app.add_option("--comm-hook", comm_hook, "none, or fp16: 05's --comm-hook fp16, half the bytes on the wire (Note [The wire and the cores])")
       ->check(CLI::IsMember({"none", "fp16"}));
-  app.add_flag("--comm-on-compute-cores", on_compute_cores,
-               "Gloo on a CPU whose every core computes: the all-reduce cannot hide behind backward (Note [The wire and the cores])");
   app.add_option("--interference", interference,
-                 "Backward takes 1 + this times as long while an all-reduce runs beside it, measured (Note [Compute beside an all-reduce]); 0: undisturbed")
+                 "Backward takes 1 + this times as long while an all-reduce runs beside it, measured: allreduce_bench --interference "
+                 "(Note [Compute beside an all-reduce]); default 0, or the preset's")
+      ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
+  app.add_option("--allreduce-slowdown", allreduce_slowdown,
+                 "An all-reduce takes 1 + this times as long while backward computes beside it, measured as --interference; default 0")
       ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
   app.add_flag("--stop-vote", stop_vote, "05's stop vote: a 4-byte all-reduce after every step, run during the next forward "
                                         "(Note [The wire and the cores]); PyTorch's DDP has none");
@@ -101,7 +106,8 @@ int main(int argc, char** argv) {
   app.add_option("--per-bucket-us", per_bucket_us, "DDP's cost per bucket's launch, us")->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
   app.add_option("--copy-gb-per-s", copy_gb_per_s, "Copies into and out of buckets, GB/s; 0: free")
       ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
-  app.add_flag("--timeline", timeline, "Print each bucket: its gradients, bytes, ready, start and end");
+  app.add_flag("--timeline", timeline, "Print each bucket (its gradients, bytes, ready, start and end) and where backward was slowed");
+  app.add_option("--trace", trace_path, "Write the step as 05's --trace does, to open beside a measured one (Note [The simulated step as a trace])");
   ddp::parse_flags(app, argc, argv);
   ddp::set_log_identity("ddp_sim");
 
@@ -123,6 +129,7 @@ int main(int argc, char** argv) {
       if (app.count("--inter-gbps") == 0) inter_gbps = p.inter_gbps;
       if (app.count("--inter-latency-us") == 0) inter_latency_us = p.inter_latency_us;
       if (app.count("--algorithm") == 0) algorithm = p.algorithm == ddp::sim::Algorithm::ring ? "ring" : "hierarchical";
+      if (app.count("--interference") == 0) interference = p.interference;
     }
     if (profile_path.empty() == model.empty()) throw ddp::UsageError("--profile or --model: give one of them");
     if (!compute_ms) throw ddp::UsageError("--compute-ms is required: one step without DDP on one GPU, measured");
@@ -150,8 +157,8 @@ int main(int argc, char** argv) {
                   : bucketing == "pytorch-1.4"                      ? ddp::sim::Bucketing::pytorch_1_4
                                                                     : ddp::sim::Bucketing::rebuilt;
     o.per_param_s = per_param_us * 1e-6, o.per_bucket_s = per_bucket_us * 1e-6, o.copy_bytes_per_s = copy_gb_per_s * 1e9;
-    o.fp16_hook = comm_hook == "fp16", o.comm_on_compute_cores = on_compute_cores, o.stop_vote = stop_vote;
-    o.interference = interference;
+    o.fp16_hook = comm_hook == "fp16", o.stop_vote = stop_vote;
+    o.interference = interference, o.allreduce_slowdown = allreduce_slowdown;
 
     const auto t0 = std::chrono::steady_clock::now();
     const ddp::sim::StepResult r = ddp::sim::simulate(profile, world, net, o);
@@ -172,7 +179,10 @@ int main(int argc, char** argv) {
     }
     std::printf("buckets: %s; first %g MiB, cap %g MiB: %zu bucket(s)%s\n", bucketing_name(o.bucketing), first_bucket_mb, bucket_cap_mb,
                 r.buckets.size(), o.fp16_hook ? ", all-reduced as float16 (--comm-hook fp16)" : "");
-    if (o.comm_on_compute_cores) std::printf("the all-reduces take their time from the compute (--comm-on-compute-cores): no overlap\n");
+    if (interference > 0 || allreduce_slowdown > 0) {
+      std::printf("beside an all-reduce, backward takes %g times as long and an all-reduce beside backward %g times%s\n", 1 + interference,
+                  1 + allreduce_slowdown, !preset.empty() && app.count("--interference") == 0 ? " (the preset's share, cited)" : "");
+    }
     std::printf("compute without DDP (given): %s = forward %s + backward %s + optimizer %s (%s)\n", ms(o.compute_s).c_str(),
                 ms(r.forward_s).c_str(), ms(r.backward_compute_s).c_str(), ms(o.optimizer_s).c_str(),
                 o.backward_s > 0 ? "backward given; the profile's FLOPs divide it" : "split by the profile's FLOPs");
@@ -187,6 +197,7 @@ int main(int argc, char** argv) {
                     k.ready_s * 1e3, k.start_s * 1e3, k.end_s * 1e3, k.latency_s * 1e3, k.bandwidth_s * 1e3,
                     profile.parameters[k.params.front()].name.c_str(), profile.parameters[k.params.back()].name.c_str());
       }
+      for (const auto& [a, b] : r.slowed) std::printf("backward slowed beside an all-reduce: %.3f .. %.3f ms\n", a * 1e3, b * 1e3);
     }
 
     // 3. The step.
@@ -200,23 +211,34 @@ int main(int argc, char** argv) {
     if (o.stop_vote) std::printf("stop vote: %s (one all-reduce of 4 bytes; in the line above)\n", ms(r.vote_s).c_str());
     std::printf("overlap share: %.1f%% of the all-reduce hidden behind backward\n", r.overlap_share * 100);
     std::printf("DDP's own costs: %s (hooks, launches, copies)\n", ms(r.ddp_overhead_s).c_str());
-    if (interference > 0) {
-      std::printf("interference: backward %s longer beside the all-reduces (--interference %g): %.1f%% of the step\n",
-                  ms(r.interference_s).c_str(), interference, r.interference_s / r.step_s * 100);
+    if (interference > 0 || allreduce_slowdown > 0) {  // what-if: the same step on engines of its own
+      ddp::sim::Options apart = o;
+      apart.interference = apart.allreduce_slowdown = 0;
+      const double undisturbed = ddp::sim::simulate(profile, world, net, apart).step_s;
+      std::printf("interference: compute %s longer beside the all-reduces; the step %s longer than with engines of its own (%s): "
+                  "%.1f%% of the step\n", ms(r.interference_s).c_str(), ms(r.step_s - undisturbed).c_str(), ms(undisturbed).c_str(),
+                  (r.step_s - undisturbed) / r.step_s * 100);
     }
     std::printf("scaling efficiency: %.1f%% (compute without DDP / step: per GPU, against one GPU without DDP)\n", r.efficiency * 100);
-    // The step is compute + exposed all-reduce + DDP's own costs: which is the largest, and of
-    // what lies beyond the compute, which.
-    const double exposed = r.exposed_comm_s, own = r.ddp_overhead_s;
-    const char* largest = o.compute_s >= exposed && o.compute_s >= own ? "compute" : exposed >= own ? "exposed all-reduce" : "DDP's own costs";
+    // The step is compute + exposed all-reduce + DDP's own costs + the compute's slowing beside
+    // the all-reduces: which is the largest, and of what lies beyond the compute, which.
+    const double exposed = r.exposed_comm_s, own = r.ddp_overhead_s, slowed = r.interference_s;
+    const double most = std::max({exposed, own, slowed});
+    const char* largest = o.compute_s >= most ? "compute" : exposed == most ? "exposed all-reduce" : own == most ? "DDP's own costs" : "interference";
     const char* beyond = r.step_s - o.compute_s < 1e-12 ? "none: the step is its compute"
-                         : exposed >= own ? (latency > r.comm_s - latency ? "exposed all-reduce, latency-bound" : "exposed all-reduce, bandwidth-bound")
-                                          : "DDP's own costs";
-    std::printf("step = compute %s + exposed all-reduce %s + DDP's own costs %s; dominant term: %s\n", ms(o.compute_s).c_str(),
-                ms(exposed).c_str(), ms(own).c_str(), largest);
+                         : exposed == most ? (latency > r.comm_s - latency ? "exposed all-reduce, latency-bound" : "exposed all-reduce, bandwidth-bound")
+                         : own == most     ? "DDP's own costs"
+                                           : "interference: compute slowed beside the all-reduces";
+    std::printf("step = compute %s + exposed all-reduce %s + DDP's own costs %s%s%s; dominant term: %s\n", ms(o.compute_s).c_str(),
+                ms(exposed).c_str(), ms(own).c_str(), slowed > 0 ? " + interference " : "", slowed > 0 ? ms(slowed).c_str() : "", largest);
     std::printf("beyond the compute: +%s, mostly %s\n", ms(r.step_s - o.compute_s).c_str(), beyond);
     if (measured_ms) {
       std::printf("measured: %.3f ms; predicted %s: %+.1f%%\n", *measured_ms, ms(r.step_s).c_str(), (r.step_s * 1e3 / *measured_ms - 1) * 100);
+    }
+    if (!trace_path.empty()) {
+      std::ofstream out(trace_path);
+      if (!(out << ddp::sim::trace_of(profile, r, o).dump(1) << "\n")) throw ddp::UsageError("--trace: cannot write " + trace_path);
+      std::printf("trace: %s (open it in ui.perfetto.dev beside a measured one)\n", trace_path.c_str());
     }
     std::printf("(simulated in %.3f ms)\n", took * 1e3);
     return ddp::kExitOk;

@@ -13,7 +13,8 @@ struct Preset {
   std::string name, machine;
   double intra_gbps = 0, intra_latency_us = 0, inter_gbps = 0, inter_latency_us = 0;
   Algorithm algorithm = Algorithm::ring;
-  std::vector<MeasuredAllReduce> measured;  // within one node, per GPU count (Note [Measured all-reduce tables])
+  std::vector<MeasuredAllReduce> measured;
+  double interference = 0;  // Options::interference: cited, not measured here  // within one node, per GPU count (Note [Measured all-reduce tables])
 };
 const std::vector<Preset>& presets();
 std::string preset_names();  // "dgx-v100, a100-8, h100-8"
@@ -21,7 +22,7 @@ std::string preset_names();  // "dgx-v100, a100-8, h100-8"
 const Preset& find_preset(const std::string& name);
 Network network_of(const Preset& preset);
 // The line the Note gives for a preset ("dgx-v100: intra 1200 Gb/s 5 us, inter 320 Gb/s 10 us, ring;
-// measured in a node of 2, 4, 8 GPUs").
+// measured in a node of 2, 4, 8 GPUs; interference 0.189").
 std::string preset_line(const Preset& preset);
 
 // bench/profiles, found upwards from the folder this program runs from (build-cpu/ sits in the

@@ -9,15 +9,17 @@
 # Note [Two ranks on two cores]
 # A GPU all-reduces on its own engines while its SMs compute; Gloo on a CPU moves and sums the
 # bytes on the CPU's cores. At two ranks of one thread each on two cores every core computes, so
-# the all-reduce (a) cannot hide behind backward: ddp_sim --comm-on-compute-cores; and (b) costs
-# what it costs as a step meets it, right after its rank computed: the sweep puts 2 ms of
+# (a) the all-reduce and backward slow each other while they run together, by shares measured
+# here, compute alone, all-reduce alone and both at once (allreduce_bench --interference, Note
+# [Measuring interference]; ddp_sim --interference and --allreduce-slowdown); and (b) the
+# all-reduce costs what it costs as a step meets it, right after its rank computed: the sweep puts 2 ms of
 # computing (a matmul, allreduce_bench --compute-between-ms) before each all-reduce, and keeps the
 # mean of its rounds, not the best. On this virtual machine that raises the per-step latency
 # severalfold (alpha 0.8 to 0.9 ms against 0.2 to 0.35 back to back) and fits the sizes better.
 # The compute is a rank's step beside another rank's (two single-rank runs at once: no DDP, both
 # cores busy).
-# (c) 05 all-reduces a 4-byte stop vote after every step (ddp_sim --stop-vote), which on these
-# cores the step pays in full (the model's extreme: its latency might hide behind forward).
+# (c) 05 all-reduces a 4-byte stop vote after every step (ddp_sim --stop-vote), which runs
+# beside the next forward, slowed by the same shares.
 # Each input is measured without DDP; the two-rank run is only what the prediction is held against.
 # Left out, and measured apart by bench/compute_after_allreduce.py: the compute after an
 # all-reduce is slower than after a barrier (the MLP's 1.2x; the CNN's 1.0x).
@@ -84,10 +86,25 @@ read -r after_alpha after_gbps <<< "$fitted"
 echo "== $cores cores; two ranks' all-reduce over loopback, fitted: back to back alpha $alone_alpha us, 1/beta $alone_gbps Gb/s;" \
   "after 2 ms of computing alpha $after_alpha us, 1/beta $after_gbps Gb/s =="
 
+# Compute and all-reduce beside each other (Note [Measuring interference]): the model's
+# gradients' bytes, two ranks of one thread each, as the two-rank run, and a compute of the
+# model's kind (the MLP's matmul, the CNN's convolution). Printed as measured; a
+# share that noise made negative goes to ddp_sim as 0.
+interference() {  # interference <model>: prints "s a"
+  local bytes log=$out/interference-$1.log
+  bytes=$("$bin/ddp_sim" --profiles-dir "$root/bench/profiles" --model "$1" --compute-ms 1 --nodes 1 --gpus-per-node 1 |
+    sed -n 's/^model [^:]*: [0-9]* parameters, \([0-9.]*\) MB of gradients.*/\1/p' | awk '{ printf "%d", $1 * 1e6 }')
+  OMP_NUM_THREADS=1 "$bin/02_spawn" --nproc-per-node 2 --timeout 120 -- "$bin/allreduce_bench" --interference "$bytes" \
+    --compute "$([ "$1" = mlp ] && echo matmul || echo conv)" \
+    --rounds "$([ -n "$quick" ] && echo 3 || echo 8)" > "$log" 2>&1 || { cat "$log" >&2; return 1; }
+  sed -n 's/.*interference s = \([-0-9.]*\)$/\1/p; s/.*slowdown a = \([-0-9.]*\)$/\1/p' "$log" | tr '\n' ' '
+}
+
 # 2. Each model: one rank alone; two single-rank runs at once (the busy compute); two ranks.
 step() { sed -n 's/^step: \([0-9.]*\) ms/\1/p' "$1"; }
 error() { sed -n 's/^measured: .*: \([-+0-9.]*%\)$/\1/p' "$1"; }
 for model in mlp cnn; do
+  read -r share slowdown <<< "$(interference "$model")" && [ -n "${slowdown:-}" ] || { echo "no interference measured for $model" >&2; exit 1; }
   read -ra train <<< "$(flags "$model")"
   trainer "$out/$model-1.log" --nproc-per-node 1 "${train[@]}" --out "$out/$model-1"
   trainer "$out/$model-busy-a.log" --nproc-per-node 1 "${train[@]}" --out "$out/$model-busy-a" --init "file://$out/store-a" &
@@ -100,13 +117,15 @@ for model in mlp cnn; do
   compute_ms=$(awk -v r="$busy" 'BEGIN { printf "%.3f", 64 / r * 1000 }')
   measured_ms=$(awk -v r="$two" 'BEGIN { printf "%.3f", 128 / r * 1000 }')
   sim=("$bin/ddp_sim" --profiles-dir "$root/bench/profiles" --model "$model" --nodes 1 --gpus-per-node 2 --measured-ms "$measured_ms" --stop-vote)
-  "${sim[@]}" --compute-ms "$compute_ms" --intra-gbps "$after_gbps" --intra-latency-us "$after_alpha" --comm-on-compute-cores > "$out/$model-sim-cpu.txt"
+  "${sim[@]}" --compute-ms "$compute_ms" --intra-gbps "$after_gbps" --intra-latency-us "$after_alpha" \
+    --interference "$(awk -v x="$share" 'BEGIN { print (x < 0 ? 0 : x) }')" \
+    --allreduce-slowdown "$(awk -v x="$slowdown" 'BEGIN { print (x < 0 ? 0 : x) }')" > "$out/$model-sim-cpu.txt"
   "${sim[@]}" --compute-ms "$alone_ms" --intra-gbps "$alone_gbps" --intra-latency-us "$alone_alpha" > "$out/$model-sim-gpu.txt"
   echo "$model: 1 rank $one samples/s ($alone_ms ms a step; $compute_ms ms beside another rank's); 2 ranks $two samples/s" \
     "($measured_ms ms a step of 2 x 64): $(awk -v a="$two" -v b="$one" 'BEGIN { printf "%.2f", a / b }')x one rank"
   awk -v c="$(step "$out/$model-sim-cpu.txt")" -v g="$(step "$out/$model-sim-gpu.txt")" -v one="$one" \
-      -v e="$(error "$out/$model-sim-cpu.txt")" -v f="$(error "$out/$model-sim-gpu.txt")" 'BEGIN {
-    printf "  ddp_sim, as on these cores (busy compute, all-reduce after a compute, nothing hidden): %.3f ms = %.0f samples/s, %.2fx one rank (error %s)\n", c, 128000 / c, 128000 / c / one, e
+      -v e="$(error "$out/$model-sim-cpu.txt")" -v f="$(error "$out/$model-sim-gpu.txt")" -v s="$share" -v a="$slowdown" 'BEGIN {
+    printf "  ddp_sim, as on these cores (busy compute, all-reduce after a compute, interference s = %s, a = %s): %.3f ms = %.0f samples/s, %.2fx one rank (error %s)\n", s, a, c, 128000 / c, 128000 / c / one, e
     printf "  ddp_sim, as on a GPU (compute alone, all-reduce back to back, hidden behind backward): %.3f ms = %.0f samples/s, %.2fx one rank (error %s)\n", g, 128000 / g, 128000 / g / one, f }'
   sed -n 's/^all-reduce: /  all-reduce after a compute: /p' "$out/$model-sim-cpu.txt"
 done

@@ -10,6 +10,10 @@ Usage: bench/plot_step.py --trace runs/05_picture/trace.json --out runs/05_pictu
   --ddp-sim: the simulator (default build-cpu/ddp_sim); --dump-drawn FILE: every bar and mark as
              drawn (tests/pictures_test.py compares them with the trace)
   --figures FILE: the figures of the step drawn, as JSON (Note [One reference step] below)
+  --interference S, --allreduce-slowdown A: ddp_sim's shares (measured by allreduce_bench
+             --interference); the simulated backward is then drawn hatched where it ran slowed
+             beside an all-reduce. The trace's own compute ran beside its all-reduces already,
+             so these show where the slowing falls more than how large it is.
 The step drawn is rank 0's median step by duration, leaving out the first (one bucket, then
 rebuilt: Note [Rebuilding the buckets]). The PNG carries the sha256 of the trace and of ddp_sim's
 output (Note [Pictures that carry their inputs] in bench/plotting.py).
@@ -99,6 +103,7 @@ def parse_sim(text):
     sim["forward"], sim["backward"], sim["optimizer"] = (float(x) for x in m.groups())
     for m in re.finditer(r"^\s+(\d+)\s+\d+\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s", text, re.M):
         sim["buckets"].append((int(m.group(1)), float(m.group(2)), float(m.group(3)), float(m.group(4)), float(m.group(5))))
+    sim["slowed"] = [(float(a), float(b)) for a, b in re.findall(r"^backward slowed beside an all-reduce: ([0-9.]+) \.\. ([0-9.]+) ms", text, re.M)]
     sim["step"] = float(re.search(r"^step: ([0-9.]+) ms", text, re.M).group(1))
     sim["backward end"] = float(re.search(r"^backward end: ([0-9.]+) ms", text, re.M).group(1))
     sim["hidden"] = float(re.search(r"^overlap share: ([0-9.]+)%", text, re.M).group(1))
@@ -175,6 +180,8 @@ def main():
     ap.add_argument("--trace", required=True)
     ap.add_argument("--figures")
     ap.add_argument("--profile", default=os.path.join(plotting.ROOT, "bench", "profiles", "cnn.json"))
+    ap.add_argument("--interference", type=float, default=0)
+    ap.add_argument("--allreduce-slowdown", type=float, default=0)
     a = ap.parse_args()
     trace_bytes, events = read_events(a.trace)
     with open(a.profile) as f:
@@ -197,6 +204,8 @@ def main():
     sim_args = ["--profile", a.profile, "--compute-ms", f"{compute_ms:.3f}", "--optimizer-ms", f"{optimizer_ms:.3f}",
                 "--backward-ms", f"{backward_ms:.3f}", "--nodes", "1",
                 "--gpus-per-node", str(len(ranks)), "--intra-gbps", f"{gbps:.4g}", "--intra-latency-us", f"{alpha_us:.4g}", "--timeline"]
+    if a.interference or a.allreduce_slowdown:
+        sim_args += ["--interference", f"{a.interference:g}", "--allreduce-slowdown", f"{a.allreduce_slowdown:g}"]
     sim_text = plotting.ddp_sim(sim_args, a.ddp_sim)
     print("the simulated step below the measured one: ddp_sim " + " ".join(sim_args))  # to run it yourself
     sim = parse_sim(sim_text)
@@ -249,6 +258,9 @@ def main():
     bar(simulated, 1, sim["forward"], sim["backward end"], plotting.COLOURS["backward"], "sim backward")
     sim_last = max([sim["backward end"]] + [end for _, _, _, _, end in sim["buckets"]])
     bar(simulated, 1, sim_last, sim["step"], plotting.COLOURS["optimizer"], "sim optimizer")
+    for k, (start, end) in enumerate(sim["slowed"]):
+        bar(simulated, 1, start, end, "none", f"sim slowed{k}", hatch="///", edgecolor="black", linewidth=0,
+            label="backward slowed beside an all-reduce (the simulator)" if k == 0 else None)
     for b, mib, ready, start, end in sim["buckets"]:
         bar(simulated, 0.35, start, end, bucket_colour(b), f"sim all-reduce bucket{b}", height=0.45)
     if sim_last > sim["backward end"]:

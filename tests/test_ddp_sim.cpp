@@ -5,12 +5,14 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "05_ddp/ddp.h"
 #include "bench/ddp_sim.h"
 #include "bench/ddp_sim_presets.h"
 #include "common/basics/errors.h"
+#include "common/observe/trace.h"
 #include "proc.h"
 
 using namespace ddp_test;
@@ -139,32 +141,58 @@ TEST(DdpSim, Fp16HookHalvesTheBandwidthTermNotTheLatency) {
   }
 }
 
-// --comm-on-compute-cores (Note [The wire and the cores]): each all-reduce stops backward, so
-// the step is compute plus every all-reduce, nothing hidden, whatever the buckets.
-TEST(DdpSim, AllReducesOnTheComputeCoresHideNothing) {
+// Note [Compute beside an all-reduce] at its extreme: an interference without bound stops
+// backward while any all-reduce runs, so the step is compute plus every all-reduce, nothing
+// hidden, whatever the buckets (Gloo on cores that all compute, in the limit).
+TEST(DdpSim, AnUnboundedInterferenceHidesNothing) {
   const sim::Profile p = tiny();
   const sim::World w{1, 2};
   const sim::Network n = network(1e9, 1e9, 200e-6, 200e-6);
   sim::Options o = compute(0.1);
   o.optimizer_s = 0.01;
   const auto overlapped = sim::simulate(p, w, n, o);
-  EXPECT_GT(overlapped.overlap_share, 0.5);  // on a GPU most of it hides: the contrast
-  o.comm_on_compute_cores = true;
+  EXPECT_GT(overlapped.overlap_share, 0.5);  // on engines of its own most of it hides: the contrast
+  o.interference = 1e9;
   const auto r = sim::simulate(p, w, n, o);
   ASSERT_EQ(r.buckets.size(), 2u);
   double by_hand = 0;
   for (const auto& b : r.buckets) by_hand += sim::allreduce(w, n, static_cast<double>(b.bytes)).total();
   EXPECT_NEAR(r.comm_s, by_hand, 1e-15);
-  EXPECT_NEAR(r.exposed_comm_s, by_hand, 1e-15);
-  EXPECT_NEAR(r.overlap_share, 0, 1e-12);
-  EXPECT_NEAR(r.step_s, 0.1 + by_hand, 1e-15);
-  for (const auto& b : r.buckets) EXPECT_DOUBLE_EQ(b.start_s, b.ready_s);  // nothing queued: backward waited
+  EXPECT_NEAR(r.step_s, 0.1 + by_hand, 1e-9);  // backward crawls 1e-9 of its speed beside them
+  EXPECT_NEAR(r.interference_s + r.exposed_comm_s, by_hand, 1e-9);
+  for (const auto& b : r.buckets) EXPECT_DOUBLE_EQ(b.start_s, b.ready_s);  // nothing queued: backward was stopped
+}
+
+// Note [Compute beside an all-reduce], the all-reduce's side, by hand on TheTimelineOfTwoBuckets'
+// step: bucket 0 (2.519 ms alone) starts at 11 ms; beside backward at half speed (slowdown 1) it
+// does 1.5 ms of its work by backward's end at 14 ms, and the other 1.019 ms at full speed;
+// bucket 1, ready at 14 ms, queues behind it.
+TEST(DdpSim, AnAllReduceBesideBackwardIsSlowedThenRunsOnAtFullSpeed) {
+  const sim::Profile p = tiny();
+  const sim::World w{1, 2};
+  const sim::Network n = network(1e9, 1e9, 0, 0);
+  const double b0 = 40 + 409600 + 4096 + 2097152, b1 = 1024 + 614400;
+  sim::Options o = compute(14e-3);
+  o.allreduce_slowdown = 1;
+  const auto r = sim::simulate(p, w, n, o);
+  ASSERT_EQ(r.buckets.size(), 2u);
+  EXPECT_NEAR(r.backward_end_s, 14e-3, 1e-15);  // backward itself undisturbed (interference 0)
+  EXPECT_NEAR(r.buckets[0].end_s, 14e-3 + (b0 / 1e9 - 1.5e-3), 1e-15);
+  EXPECT_NEAR(r.buckets[1].start_s, r.buckets[0].end_s, 1e-15);
+  EXPECT_NEAR(r.buckets[1].end_s, r.buckets[0].end_s + b1 / 1e9, 1e-15);
+  EXPECT_NEAR(r.step_s, r.buckets[1].end_s, 1e-15);
+  EXPECT_NEAR(r.comm_s, (r.buckets[0].end_s - 11e-3) + b1 / 1e9, 1e-15);
+  // An all-reduce that ends within backward takes (1 + a) its time: on a fast link, 0.252 ms.
+  const auto fast = sim::simulate(p, w, network(10e9, 10e9, 0, 0), o);
+  EXPECT_NEAR(fast.buckets[0].end_s - fast.buckets[0].start_s, 2 * b0 / 10e9, 1e-15);
+  o.allreduce_slowdown = -1;
+  EXPECT_THROW(sim::simulate(p, w, n, o), std::invalid_argument);
 }
 
 // --stop-vote (Note [The wire and the cores]): 05's 4-byte all-reduce after each step runs during
-// the next forward. On a GPU's own engines it hides there unless it outlasts forward; on the
-// compute cores the step pays all of it.
-TEST(DdpSim, TheStopVoteHidesBehindForwardUnlessItNeedsTheCores) {
+// the next forward. On engines of its own it hides there unless it outlasts forward; beside a
+// compute it slows forward by the interference while it runs.
+TEST(DdpSim, TheStopVoteHidesBehindForwardButSlowsIt) {
   const sim::Profile p = tiny();
   const sim::World w{1, 2};
   const sim::Network n = network(1e9, 1e9, 200e-6, 200e-6);
@@ -180,24 +208,71 @@ TEST(DdpSim, TheStopVoteHidesBehindForwardUnlessItNeedsTheCores) {
   EXPECT_DOUBLE_EQ(voted.step_s, plain.step_s);
   EXPECT_NEAR(voted.comm_s, plain.comm_s + vote, 1e-15);
   EXPECT_DOUBLE_EQ(voted.exposed_comm_s, plain.exposed_comm_s);
-  o.comm_on_compute_cores = true;  // on the compute cores: all of it
-  o.stop_vote = false;
-  const auto cores = sim::simulate(p, w, n, o);
+  // Beside forward, slowed by s = 1 and a = 1: the vote takes 2v, forward does v of its work in
+  // that time, and the step is v longer (as far as backward's all-reduces are not moved by it:
+  // a link fast enough that they all hide).
+  const sim::Network fast = network(1e12, 1e12, 200e-6, 200e-6);
+  o.stop_vote = false, o.interference = 1, o.allreduce_slowdown = 1;
+  const auto slowed = sim::simulate(p, w, fast, o);
   o.stop_vote = true;
-  const auto cores_voted = sim::simulate(p, w, n, o);
-  EXPECT_NEAR(cores_voted.step_s, cores.step_s + vote, 1e-15);
-  EXPECT_NEAR(cores_voted.exposed_comm_s, cores.exposed_comm_s + vote, 1e-15);
+  const auto slowed_voted = sim::simulate(p, w, fast, o);
+  const double fast_vote = 2 * 200e-6 + 4 / 1e12;
+  EXPECT_NEAR(slowed_voted.vote_s, 2 * fast_vote, 1e-15);
+  EXPECT_NEAR(slowed_voted.vote_forward_longer_s, fast_vote, 1e-15);
+  EXPECT_NEAR(slowed_voted.step_s, slowed.step_s + fast_vote, 1e-12);
   // A vote that outlasts forward: the step pays the rest.
-  o.comm_on_compute_cores = false;
+  o.interference = 0, o.allreduce_slowdown = 0;
   const sim::Network slow = network(1e9, 1e9, 0.1, 0.1);
   const auto long_vote = sim::simulate(p, w, slow, o);
   o.stop_vote = false;
   const auto no_vote = sim::simulate(p, w, slow, o);
   ASSERT_LT(long_vote.forward_s, long_vote.vote_s);
   EXPECT_NEAR(long_vote.step_s, no_vote.step_s + long_vote.vote_s - long_vote.forward_s, 1e-12);
+  EXPECT_NEAR(long_vote.vote_exposed_s, long_vote.vote_s - long_vote.forward_s, 1e-12);
   // One rank: nothing to vote with.
   o.stop_vote = true;
   EXPECT_EQ(sim::simulate(p, {1, 1}, n, o).vote_s, 0);
+}
+
+// Note [The simulated step as a trace]: the events 05's --trace writes, at the simulated times.
+TEST(DdpSim, TheSimulatedStepIsATraceIn05sEvents) {
+  const sim::Profile p = tiny();
+  sim::Options o = compute(14e-3);
+  o.interference = 1, o.stop_vote = true;
+  const sim::Network n = network(1e9, 1e9, 0, 0);
+  const auto r = sim::simulate(p, {1, 2}, n, o);
+  const nlohmann::json t = sim::trace_of(p, r, o);
+  std::map<std::string, std::vector<nlohmann::json>> by_name;
+  for (const auto& e : t.at("traceEvents")) by_name[e.at("name").get<std::string>()].push_back(e);
+  const auto ts = [](const nlohmann::json& e) { return e.at("ts").get<double>(); };
+  const auto end = [&](const nlohmann::json& e) { return ts(e) + e.value("dur", 0.0); };
+  ASSERT_EQ(by_name["forward"].size(), 1u);
+  EXPECT_EQ(ts(by_name["forward"][0]), 0);
+  ASSERT_EQ(by_name["backward"].size(), 1u);
+  EXPECT_NEAR(end(by_name["backward"][0]), r.backward_end_s * 1e6, 1e-3);
+  for (const char* layer : {"backward conv1", "backward relu", "backward fc1", "backward fc2"}) EXPECT_EQ(by_name[layer].size(), 1u) << layer;
+  ASSERT_EQ(by_name["gradient ready"].size(), p.parameters.size());
+  for (const auto& e : by_name["gradient ready"]) {
+    const size_t i = e.at("args").at("param").get<size_t>();
+    EXPECT_EQ(e.at("args").at("bytes").get<size_t>(), p.parameters[i].bytes);
+    EXPECT_NEAR(ts(e), r.grad_ready_s[i] * 1e6, 1e-3);
+  }
+  for (size_t b = 0; b < r.buckets.size(); ++b) {
+    const auto& e = by_name["all-reduce bucket" + std::to_string(b)];
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].at("tid"), 1);
+    EXPECT_NEAR(ts(e[0]), r.buckets[b].start_s * 1e6, 1e-3);
+    EXPECT_NEAR(end(e[0]), r.buckets[b].end_s * 1e6, 1e-3);
+  }
+  ASSERT_EQ(by_name["all-reduce stop vote"].size(), 1u);
+  // Backward slowed where bucket 0 ran beside it (and forward beside the vote).
+  ASSERT_EQ(by_name["slowed beside an all-reduce"].size(), r.slowed.size() + 1);
+  EXPECT_FALSE(by_name["step done"][0].contains("dur"));  // an instant
+  EXPECT_NEAR(ts(by_name["step done"][0]), r.step_s * 1e6, 1e-3);
+  // Undisturbed: nothing slowed.
+  o.interference = 0;
+  const nlohmann::json plain = sim::trace_of(p, sim::simulate(p, {1, 2}, n, o), o);
+  for (const auto& e : plain.at("traceEvents")) EXPECT_NE(e.at("name"), "slowed beside an all-reduce");
 }
 
 TEST(DdpSim, RingAndHierarchicalAllReduceByHand) {
@@ -373,21 +448,26 @@ TEST(DdpSim, TheToolPrintsTheStepAndRefusesBadFlagsWithExit2) {
   // --model finds tiny.json in --profiles-dir; the preset fills the network, --intra-gbps overrides it.
   const ProcResult ok = run_one({plus(base, {"--profiles-dir", dir, "--model", "tiny", "--preset", "dgx-v100", "--intra-gbps", "800",
                                              "--nodes", "128", "--gpus-per-node", "8", "--timeline", "--comm-hook", "fp16",
-                                             "--measured-ms", "20", "--stop-vote"})}, 30);
+                                             "--measured-ms", "20", "--stop-vote", "--trace", dir + "/step.json"})}, 30);
   ASSERT_EQ(ok.exit_code, 0) << ok.output;
-  for (const char* line : {"step: ", "backward end: ", "all-reduce: ", "overlap share: ", "scaling efficiency: ", "dominant term: ",
+  for (const std::string& line : std::vector<std::string>{"step: ", "backward end: ", "all-reduce: ", "overlap share: ", "scaling efficiency: ", "dominant term: ",
                            "preset dgx-v100: ", "within a node 800 Gb/s, 5 us; between nodes 320 Gb/s, 10 us",
                            "all-reduced as float16 (--comm-hook fp16)", "measured: 20.000 ms; predicted ",
-                           "stop vote: 20.460 ms (one all-reduce of 4 bytes"}) {
+                           "stop vote: 20.460 ms (one all-reduce of 4 bytes", "(the preset's share, cited)", "interference: compute ",
+                           "trace: " + dir + "/step.json"}) {
     EXPECT_NE(ok.output.find(line), std::string::npos) << line << "\n" << ok.output;
   }
+  // The trace reads as 05's do (a merged trace: Note [Trace files]).
+  EXPECT_GT(ddp::read_trace_events(dir + "/step.json").size(), 10u);
   const std::vector<std::pair<std::vector<std::string>, std::string>> refused{
       {{"--gpus-per-node", "0"}, "--gpus-per-node"},   {{"--intra-gbps", "0"}, "--intra-gbps"},
       {{"--inter-gbps", "-1"}, "--inter-gbps"},        {{"--algorithm", "tree"}, "--algorithm"},
       {{"--profile", dir + "/none.json"}, "--profile"}, {{"--profile", bad}, "--profile"},
       {{"--preset", "dgx-x"}, "dgx-v100, a100-8, h100-8"}, {{"--model", "nosuch", "--profiles-dir", dir}, "--model nosuch"},
       {{"--comm-hook", "fp32"}, "--comm-hook"},        {{"--measured-ms", "0"}, "--measured-ms"},
-      {{"--backward-ms", "14"}, "--backward-ms"},      {{"--backward-ms", "-1"}, "--backward-ms"}};
+      {{"--backward-ms", "14"}, "--backward-ms"},      {{"--backward-ms", "-1"}, "--backward-ms"},
+      {{"--interference", "-0.1"}, "--interference"},  {{"--allreduce-slowdown", "nan"}, "--allreduce-slowdown"},
+      {{"--trace", dir + "/no/such/dir/t.json"}, "--trace"}};
   for (const auto& [flags, named] : refused) {
     const bool own = flags[0] == "--profile" || flags[0] == "--model";
     const std::vector<std::string> profile = own ? std::vector<std::string>{} : std::vector<std::string>{"--profile", good};
@@ -453,7 +533,7 @@ TEST(DdpSim, PresetsAreTheFiguresOfTheirNote) {
   }
   // The DGX-1's figures, as the Note derives them: 6 NVLinks x 25 GB/s, 40 GB/s across machines.
   EXPECT_EQ(sim::preset_line(sim::find_preset("dgx-v100")),
-            "dgx-v100: intra 1200 Gb/s 5 us, inter 320 Gb/s 10 us, ring; measured in a node of 2, 4, 8 GPUs");
+            "dgx-v100: intra 1200 Gb/s 5 us, inter 320 Gb/s 10 us, ring; measured in a node of 2, 4, 8 GPUs; interference 0.189");
   EXPECT_DOUBLE_EQ(sim::network_of(sim::find_preset("dgx-v100")).intra.bytes_per_s, 6 * 25e9);
   EXPECT_DOUBLE_EQ(sim::network_of(sim::find_preset("dgx-v100")).inter.bytes_per_s, 40e9);
   try {

@@ -108,6 +108,16 @@ TEST(Links, TheCostModelRunsBetweenHostsInOneCommand) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("the link: configured 1 Gbit/s = 125.000 MB/s each way; the fit's 1/beta = "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("fitted to the float16 all-reduces"), std::string::npos) << r.output;
+  // Compute beside an all-reduce between the hosts, as float32 and as the fp16 hook sends it
+  // (Note [Measuring interference]), handed to ddp_sim.
+  EXPECT_NE(r.output.find("== compute beside an all-reduce between the hosts"), std::string::npos) << r.output;
+  for (const char* dtype : {"float32", "float16"}) {
+    const std::string log = read_text(dir + "/link/interference-" + std::string(dtype).substr(5) + ".log");
+    EXPECT_NE(log.find(std::string("(") + dtype), std::string::npos) << log;
+    EXPECT_NE(log.find("us a conv alone"), std::string::npos) << log;
+    EXPECT_NE(log.find("interference s = "), std::string::npos) << log;
+  }
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(interference s [0-9.]+, a [0-9.]+;)"))) << r.output;
   for (const char* variant : {"buckets", "one-bucket", "fp16"}) {
     EXPECT_TRUE(std::regex_search(r.output, std::regex(std::string("\n") + variant + R"(\s+\d+\s+[0-9.]+ ms\s+[0-9.]+ ms\s+[0-9.]+ ms\s+[0-9.]+ ms\s+[-+][0-9.]+%)")))
         << variant << "\n" << r.output;

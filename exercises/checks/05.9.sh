@@ -3,7 +3,7 @@
 # kind: observation
 # time: 15 min
 # build: ddp_sim
-# proves: the cap you wrote down is the one of 1, 5, 10, 25, 50 and 100 MiB at which ddp_sim,
+# proves: the cap you wrote down is the one of 1, 5, 10, 25, 50, 100 and 200 MiB at which ddp_sim,
 #         run here for ResNet-101 on 128 x 8 V100s (--preset dgx-v100, 162 ms of compute), gives
 #         the shortest step: the simulator's sweep, computed now, not a stored figure.
 source "$(dirname "$0")/lib.sh"
@@ -11,7 +11,7 @@ read_answer 05.9
 answer=${ANSWER%[Mm][Ii][Bb]}  # "50", "50 MiB" and "50MiB" are one answer
 answer=${answer%% }
 best= best_ms= steps=() mine=
-for cap in 1 5 10 25 50 100; do
+for cap in 1 5 10 25 50 100 200; do
   run 30 "$WORK/cap-$cap.log" ddp_sim --profiles-dir "$ROOT/bench/profiles" --model resnet101 --preset dgx-v100 --compute-ms 162 \
     --nodes 128 --gpus-per-node 8 --bucket-cap-mb "$cap" || fail "ddp_sim failed: $(tail -n 3 "$WORK/cap-$cap.log")"
   ms=$(sed -n 's/^step: \([0-9.]*\) ms$/\1/p' "$WORK/cap-$cap.log")
@@ -21,5 +21,5 @@ for cap in 1 5 10 25 50 100; do
   if [ -z "$best" ] || awk -v a="$ms" -v b="$best_ms" 'BEGIN { exit !(a < b) }'; then best=$cap best_ms=$ms; fi
 done
 [ "$answer" = "$best" ] ||
-  fail "you wrote '$ANSWER'; ${mine:+at that cap the step is $mine ms, and }one of 1, 5, 10, 25, 50 and 100 MiB gives $best_ms ms. Run ddp_sim --model resnet101 --preset dgx-v100 --compute-ms 162 --nodes 128 --gpus-per-node 8 --bucket-cap-mb CAP --timeline at your cap and its neighbours: how many buckets, and when does the first one start?"
+  fail "you wrote '$ANSWER'; ${mine:+at that cap the step is $mine ms, and }one of 1, 5, 10, 25, 50, 100 and 200 MiB gives $best_ms ms. Run ddp_sim --model resnet101 --preset dgx-v100 --compute-ms 162 --nodes 128 --gpus-per-node 8 --bucket-cap-mb CAP --timeline at your cap and its neighbours: how many buckets, and when does the first one start?"
 pass "$best MiB: a step of $best_ms ms"

@@ -70,7 +70,7 @@ if [ -n "$link" ]; then
   interference() {  # interference <name> [allreduce_bench flags]
     local log=$out/interference-$1.log
     shift
-    "${nodes[@]}" "$bin/allreduce_bench" --compute conv --rounds "$([ -n "$quick" ] && echo 2 || echo 5)" "$@" > "$log" 2>&1 ||
+    "${nodes[@]}" "$bin/allreduce_bench" --compute conv --rounds "$([ -n "$quick" ] && echo 2 || echo 20)" "$@" > "$log" 2>&1 ||
       { cat "$log" >&2; return 1; }
   }
   grads=3297832  # the CNN's gradients, bytes (bench/profiles/cnn.json)

@@ -75,10 +75,11 @@ namespace ddp::sim {
 //   bucket's memory: small beside a network, not beside loopback).
 // stop_vote: 05 posts a 4-byte all-reduce after every step, chapter 06's vote on stopping
 //   together (Note [Stopping together without a sync per step], common/slurm/stop_vote.cpp), and
-//   reads it a step later: it runs during the next forward, slowing it by the interference, and
-//   backward starts once both are done, so the step pays forward's slowing (Note [Compute beside
-//   an all-reduce]) and whatever of the vote outlasts forward. PyTorch's DDP has no such vote
-//   (the DGX-1 table).
+//   reads it at the end of the next step: it runs beside that whole step, on a thread of
+//   Gloo's own (so it does not queue before the buckets), slowed beside the compute by the
+//   all-reduce's slowdown and slowing the compute by the interference while it runs (Note
+//   [Compute beside an all-reduce]); the step waits only for what of it outlasts the step.
+//   PyTorch's DDP has no such vote (the DGX-1 table).
 //
 // Note [Compute beside an all-reduce]
 // An all-reduce that hides behind backward is not free. NCCL's kernels hold SMs while they run
@@ -335,26 +336,19 @@ StepResult simulate(const Profile& profile, const World& world, const Network& n
   // Backward, event by event: a layer's backward, its gradients' hooks, the launches they allow
   // (in bucket order: 05's launch_ready_buckets), each all-reduce behind the one before.
   const double slow = 1 + options.interference, stretch = 1 + options.allreduce_slowdown;
-  if (options.stop_vote) {  // posted by the step before, it runs during this one's forward
+  // The stop vote posted by the step before runs beside this whole step on a thread of its own,
+  // slowed beside the compute, and slows it (Note [The wire and the cores]).
+  double vote_end = 0;
+  if (options.stop_vote) {
     const CollectiveTime vote = allreduce(world, net, 4);
-    r.vote_latency_s = vote.latency_s;
-    // Beside forward both are slowed (Note [Compute beside an all-reduce]); whichever ends first,
-    // the other runs on alone. Backward starts once forward has ended and the vote is in: the
-    // step pays forward's slowing and what of the vote outlasts it.
-    const double with_forward = vote.total() * stretch, forward = r.forward_s * slow;
-    if (with_forward <= forward) {
-      r.vote_s = with_forward, r.vote_forward_longer_s = with_forward - with_forward / slow;
-    } else {
-      r.vote_exposed_s = vote.total() - forward / stretch, r.vote_s = forward + r.vote_exposed_s;
-      r.vote_forward_longer_s = forward - r.forward_s;
-    }
-    r.comm_s += r.vote_s, r.exposed_comm_s += r.vote_exposed_s, r.interference_s += r.vote_forward_longer_s;
+    r.vote_latency_s = vote.latency_s, vote_end = r.vote_s = vote.total() * stretch;
+    r.comm_s += r.vote_s;
   }
-  double now = r.forward_s + r.vote_forward_longer_s + r.vote_exposed_s, link_free = 0, total_bytes = 0;
-  // `d` of backward's compute from `now`: slowed while the all-reduces run (Note [Compute beside
-  // an all-reduce]), until link_free.
+  double now = 0, link_free = 0, total_bytes = 0;
+  // `d` of compute from `now`: slowed while an all-reduce runs (Note [Compute beside an
+  // all-reduce]): the buckets' until link_free, the vote's until vote_end.
   const auto compute_for = [&](double d) {
-    const double busy = link_free - now;
+    const double busy = std::max(link_free, vote_end) - now;
     if (options.interference == 0 || busy <= 0) {
       now += d;
       return;
@@ -363,6 +357,7 @@ StepResult simulate(const Profile& profile, const World& world, const Network& n
     r.slowed.emplace_back(now, now + std::min(took, busy));
     r.interference_s += took - d, now += took;
   };
+  compute_for(r.forward_s);
   size_t next = 0;
   const auto by_layer = params_by_layer(profile);
   r.grad_ready_s.assign(profile.parameters.size(), 0);
@@ -410,6 +405,9 @@ StepResult simulate(const Profile& profile, const World& world, const Network& n
   const double copy_back = copy_s(total_bytes);
   r.ddp_overhead_s += copy_back;
   r.step_s = std::max(now, link_free) + copy_back + options.optimizer_s;
+  if (vote_end > r.step_s) {  // read at the next step's end: it waits for what outlasts this one
+    r.vote_exposed_s = vote_end - r.step_s, r.exposed_comm_s += r.vote_exposed_s, r.step_s = vote_end;
+  }
   r.overlap_share = r.comm_s > 0 ? std::max(0.0, 1 - r.exposed_comm_s / r.comm_s) : 0;  // not -0.0 from rounding
   r.efficiency = options.compute_s / r.step_s;
   return r;
@@ -421,9 +419,9 @@ StepResult simulate(const Profile& profile, const World& world, const Network& n
 // chrome://tracing: on rank 0's compute track "forward", then "backward" with one span per
 // layer inside it ("backward fc1"), a "gradient ready" instant per gradient (param, bytes), the
 // "wait for all-reduces", "optimizer" and the "step done" instant; on its collectives track
-// "all-reduce bucketN" (bytes) and, with --stop-vote, the vote during forward. Where backward ran
-// slowed beside an all-reduce, a span "slowed beside an all-reduce" (category interference)
-// inside the layer's. Times are microseconds from the step's start.
+// "all-reduce bucketN" (bytes); with --stop-vote, on a track of its own, the vote. Where forward
+// or backward ran slowed beside an all-reduce, a span "slowed beside an all-reduce" (category
+// interference) inside theirs. Times are microseconds from the step's start.
 nlohmann::json trace_of(const Profile& profile, const StepResult& r, const Options& options) {
   using nlohmann::json;
   json events = json::array();
@@ -435,12 +433,11 @@ nlohmann::json trace_of(const Profile& profile, const StepResult& r, const Optio
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 0}, {"args", {{"name", "rank 0 (ddp_sim: every rank alike)"}}}});
   events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 0}, {"args", {{"name", "compute"}}}});
   events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 1}, {"args", {{"name", "collectives"}}}});
-  const double forward_end = r.forward_s + r.vote_forward_longer_s;
-  span("forward", "compute", 0, forward_end, 0);
-  if (options.stop_vote && r.vote_s > 0) {
-    span("all-reduce stop vote", "comm", 0, r.vote_s, 1, {{"bytes", 4}});
-    if (r.vote_forward_longer_s > 0) span("slowed beside an all-reduce", "interference", 0, std::min(r.vote_s, forward_end), 0);
-    if (r.vote_exposed_s > 0) span("wait for the stop vote", "ddp", forward_end, forward_end + r.vote_exposed_s, 0);
+  span("forward", "compute", 0, r.backward_layers.empty() ? r.forward_s : r.backward_layers.front().start_s, 0);
+  if (options.stop_vote && r.vote_s > 0) {  // beside the buckets, on a track of its own
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 2}, {"args", {{"name", "stop vote"}}}});
+    span("all-reduce stop vote", "comm", 0, r.vote_s, 2, {{"bytes", 4}});
+    if (r.vote_exposed_s > 0) span("wait for the stop vote", "ddp", r.step_s - r.vote_exposed_s, r.step_s, 0);
   }
   if (!r.backward_layers.empty()) span("backward", "compute", r.backward_layers.front().start_s, r.backward_end_s, 0);
   for (const auto& l : r.backward_layers) span("backward " + profile.layers[l.layer].name, "compute", l.start_s, l.end_s, 0);

@@ -99,11 +99,10 @@ struct StepResult {
   double exposed_comm_s = 0;  // the communication not hidden: left once backward has ended
   double vote_s = 0, vote_latency_s = 0;  // stop_vote: its all-reduce and that one's latency terms
                                           // (in comm_s; in exposed_comm_s as far as exposed)
-  double vote_forward_longer_s = 0, vote_exposed_s = 0;  // what forward took longer beside the vote (in
-                                                         // interference_s), and the vote past forward
+  double vote_exposed_s = 0;  // what of the vote outlasts the step (in exposed_comm_s)
   // The timeline a trace draws (ddp_sim --trace): each layer's backward (layer index, start,
   // end) in the order they run, when each gradient was ready (by parameter index), and the
-  // stretches of backward slowed beside an all-reduce (start, end).
+  // stretches of forward and backward slowed beside an all-reduce (start, end).
   struct LayerSpan {
     size_t layer = 0;
     double start_s = 0, end_s = 0;

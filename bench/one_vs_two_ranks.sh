@@ -17,7 +17,9 @@
 # mean of its rounds, not the best. On this virtual machine that raises the per-step latency
 # severalfold (alpha 0.8 to 0.9 ms against 0.2 to 0.35 back to back) and fits the sizes better.
 # The compute is a rank's step beside another rank's (two single-rank runs at once: no DDP, both
-# cores busy).
+# cores busy), split into forward, backward and optimizer as one of those runs' trace measured
+# them (ddp_sim --backward-ms, --optimizer-ms: on these cores the CNN's backward takes about its
+# forward's time, not the twice its FLOPs say).
 # (c) 05 all-reduces a 4-byte stop vote after every step (ddp_sim --stop-vote), which runs
 # beside the next forward, slowed by the same shares.
 # Each input is measured without DDP; the two-rank run is only what the prediction is held against.
@@ -96,7 +98,7 @@ interference() {  # interference <model>: prints "s a"
     sed -n 's/^model [^:]*: [0-9]* parameters, \([0-9.]*\) MB of gradients.*/\1/p' | awk '{ printf "%d", $1 * 1e6 }')
   OMP_NUM_THREADS=1 "$bin/02_spawn" --nproc-per-node 2 --timeout 120 -- "$bin/allreduce_bench" --interference "$bytes" \
     --compute "$([ "$1" = mlp ] && echo matmul || echo conv)" \
-    --rounds "$([ -n "$quick" ] && echo 3 || echo 8)" > "$log" 2>&1 || { cat "$log" >&2; return 1; }
+    --rounds "$([ -n "$quick" ] && echo 3 || echo 20)" > "$log" 2>&1 || { cat "$log" >&2; return 1; }
   sed -n 's/.*interference s = \([-0-9.]*\)$/\1/p; s/.*slowdown a = \([-0-9.]*\)$/\1/p' "$log" | tr '\n' ' '
 }
 
@@ -107,7 +109,8 @@ for model in mlp cnn; do
   read -r share slowdown <<< "$(interference "$model")" && [ -n "${slowdown:-}" ] || { echo "no interference measured for $model" >&2; exit 1; }
   read -ra train <<< "$(flags "$model")"
   trainer "$out/$model-1.log" --nproc-per-node 1 "${train[@]}" --out "$out/$model-1"
-  trainer "$out/$model-busy-a.log" --nproc-per-node 1 "${train[@]}" --out "$out/$model-busy-a" --init "file://$out/store-a" &
+  trainer "$out/$model-busy-a.log" --nproc-per-node 1 "${train[@]}" --out "$out/$model-busy-a" --init "file://$out/store-a" \
+    --trace "$out/$model-busy-a.json" &
   trainer "$out/$model-busy-b.log" --nproc-per-node 1 "${train[@]}" --out "$out/$model-busy-b" --init "file://$out/store-b" || { wait; exit 1; }
   wait $! || exit 1
   trainer "$out/$model-2.log" --nproc-per-node 2 "${train[@]}" --out "$out/$model-2"
@@ -116,8 +119,17 @@ for model in mlp cnn; do
   alone_ms=$(awk -v r="$one" 'BEGIN { printf "%.3f", 64 / r * 1000 }')
   compute_ms=$(awk -v r="$busy" 'BEGIN { printf "%.3f", 64 / r * 1000 }')
   measured_ms=$(awk -v r="$two" 'BEGIN { printf "%.3f", 128 / r * 1000 }')
+  # The busy step's parts, in the traced run's proportions (cost_model reads the trace's medians).
+  "$bin/cost_model" --csv "$out/allreduce-after-compute.csv" --trace "$out/$model-busy-a.json" > "$out/$model-busy-parts.txt" 2>&1 ||
+    { cat "$out/$model-busy-parts.txt" >&2; exit 1; }
+  read -r fwd bwd opt < <(sed -n 's/.*forward+data \([0-9.]*\) ms, backward computing \([0-9.]*\) ms, optimizer \([0-9.]*\) ms.*/\1 \2 \3/p' \
+    "$out/$model-busy-parts.txt")
+  [ -n "${opt:-}" ] || { echo "no traced step in $out/$model-busy-parts.txt" >&2; exit 1; }
+  read -r backward_ms optimizer_ms < <(awk -v c="$compute_ms" -v f="$fwd" -v b="$bwd" -v o="$opt" \
+    'BEGIN { printf "%.3f %.3f\n", c * b / (f + b + o), c * o / (f + b + o) }')
   sim=("$bin/ddp_sim" --profiles-dir "$root/bench/profiles" --model "$model" --nodes 1 --gpus-per-node 2 --measured-ms "$measured_ms" --stop-vote)
-  "${sim[@]}" --compute-ms "$compute_ms" --intra-gbps "$after_gbps" --intra-latency-us "$after_alpha" \
+  "${sim[@]}" --compute-ms "$compute_ms" --backward-ms "$backward_ms" --optimizer-ms "$optimizer_ms" \
+    --intra-gbps "$after_gbps" --intra-latency-us "$after_alpha" \
     --interference "$(awk -v x="$share" 'BEGIN { print (x < 0 ? 0 : x) }')" \
     --allreduce-slowdown "$(awk -v x="$slowdown" 'BEGIN { print (x < 0 ? 0 : x) }')" > "$out/$model-sim-cpu.txt"
   "${sim[@]}" --compute-ms "$alone_ms" --intra-gbps "$alone_gbps" --intra-latency-us "$alone_alpha" > "$out/$model-sim-gpu.txt"

@@ -11,12 +11,14 @@ Usage: bench/plot_step.py --trace runs/05_picture/trace.json --out runs/05_pictu
              drawn (tests/pictures_test.py compares them with the trace)
   --figures FILE: the figures of the step drawn, as JSON (Note [One reference step] below)
   --interference S, --allreduce-slowdown A: ddp_sim's shares (measured by allreduce_bench
-             --interference); the simulated backward is then drawn hatched where it ran slowed
-             beside an all-reduce. The trace's own compute ran beside its all-reduces already,
-             so these show where the slowing falls more than how large it is.
+             --interference; a negative one, noise, is drawn as 0), or --interference-log FILE:
+             that program's output, the shares read from it. The simulated backward is then
+             drawn hatched where it ran slowed beside an all-reduce. The trace's compute, which
+             ddp_sim is given, ran beside its all-reduces already: the hatching shows where the
+             slowing falls, and its size is counted twice.
 The step drawn is rank 0's median step by duration, leaving out the first (one bucket, then
-rebuilt: Note [Rebuilding the buckets]). The PNG carries the sha256 of the trace and of ddp_sim's
-output (Note [Pictures that carry their inputs] in bench/plotting.py).
+rebuilt: Note [Rebuilding the buckets]). The PNG carries the sha256 of the trace, of ddp_sim's
+output and of the interference log (Note [Pictures that carry their inputs] in bench/plotting.py).
 """
 import json
 import os
@@ -182,7 +184,16 @@ def main():
     ap.add_argument("--profile", default=os.path.join(plotting.ROOT, "bench", "profiles", "cnn.json"))
     ap.add_argument("--interference", type=float, default=0)
     ap.add_argument("--allreduce-slowdown", type=float, default=0)
+    ap.add_argument("--interference-log")
     a = ap.parse_args()
+    inputs = {}
+    if a.interference_log:
+        with open(a.interference_log, "rb") as f:
+            inputs["interference"] = f.read()
+        text = inputs["interference"].decode()
+        shares = [re.search(r"interference s = (-?[0-9.]+)$", text, re.M), re.search(r"slowdown a = (-?[0-9.]+)$", text, re.M)]
+        assert all(shares), f"{a.interference_log}: no 'interference s =' and 'slowdown a =' lines (allreduce_bench --interference writes them)"
+        a.interference, a.allreduce_slowdown = (float(m.group(1)) for m in shares)
     trace_bytes, events = read_events(a.trace)
     with open(a.profile) as f:
         profile = json.load(f)
@@ -204,8 +215,11 @@ def main():
     sim_args = ["--profile", a.profile, "--compute-ms", f"{compute_ms:.3f}", "--optimizer-ms", f"{optimizer_ms:.3f}",
                 "--backward-ms", f"{backward_ms:.3f}", "--nodes", "1",
                 "--gpus-per-node", str(len(ranks)), "--intra-gbps", f"{gbps:.4g}", "--intra-latency-us", f"{alpha_us:.4g}", "--timeline"]
-    if a.interference or a.allreduce_slowdown:
-        sim_args += ["--interference", f"{a.interference:g}", "--allreduce-slowdown", f"{a.allreduce_slowdown:g}"]
+    if a.interference < 0 or a.allreduce_slowdown < 0:  # noise in a measurement of nearly none
+        print(f"a negative share (--interference {a.interference:g}, --allreduce-slowdown {a.allreduce_slowdown:g}) is drawn as 0")
+    shares = max(0.0, a.interference), max(0.0, a.allreduce_slowdown)
+    if any(shares):
+        sim_args += ["--interference", f"{shares[0]:g}", "--allreduce-slowdown", f"{shares[1]:g}"]
     sim_text = plotting.ddp_sim(sim_args, a.ddp_sim)
     print("the simulated step below the measured one: ddp_sim " + " ".join(sim_args))  # to run it yourself
     sim = parse_sim(sim_text)
@@ -271,7 +285,9 @@ def main():
     simulated.set_ylim(-0.2, 1.9)
     simulated.set_title(f"Simulated: ddp_sim, rank 0's compute of this step ({compute_ms:.1f} ms) and the trace's all-reduce "
                         f"({gbps:.2f} Gb/s, {alpha_us:.0f} µs a ring step)\nit hides {sim['hidden']:.0f} % of the all-reduce; "
-                        "marks: each bucket ready")
+                        "marks: each bucket ready" + (f"\nmeasured apart: backward {shares[0]:.0%} slower beside an all-reduce "
+                                                      f"(hatched), an all-reduce {shares[1]:.0%} slower beside backward"
+                                                      if any(shares) else ""))
     simulated.set_xlabel("time since rank 0's forward began (ms)")
     for ax in (measured, simulated):
         ax.grid(axis="x", alpha=0.3)
@@ -281,7 +297,7 @@ def main():
     fig.suptitle("One DDP step: the all-reduce of each bucket runs while backward computes the next gradients")
     fig.tight_layout(rect=(0, 0.1, 1, 1))
 
-    plotting.save(fig, a.out, {"trace": trace_bytes, "ddp_sim": sim_text}, "bench/plot_step.py --trace " + os.path.basename(a.trace))
+    plotting.save(fig, a.out, {"trace": trace_bytes, "ddp_sim": sim_text, **inputs}, "bench/plot_step.py --trace " + os.path.basename(a.trace))
     if a.figures:
         with open(a.figures, "w") as f:
             json.dump(figures_of(steps, number, sim, compute_ms), f, indent=1)

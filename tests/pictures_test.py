@@ -165,10 +165,22 @@ def main():
         trace = os.path.join(PICTURES, "cnn_2ranks_trace.json")
         checked, fresh = os.path.join(PICTURES, "step_cnn_2ranks.png"), os.path.join(scratch, "step_cnn_2ranks.png")
         fresh_figures = os.path.join(scratch, "step_cnn_2ranks.figures.json")
-        run(os.path.join(ROOT, "bench", "plot_step.py"), "--trace", trace, "--out", fresh, "--ddp-sim", ddp_sim, "--figures", fresh_figures)
+        interference = os.path.join(PICTURES, "cnn_2ranks_interference.log")
+        fresh_dump = os.path.join(scratch, "step_cnn_2ranks.json")
+        run(os.path.join(ROOT, "bench", "plot_step.py"), "--trace", trace, "--out", fresh, "--ddp-sim", ddp_sim, "--figures", fresh_figures,
+            "--interference-log", interference, "--dump-drawn", fresh_dump)
         redraw = ("bench/plot_step.py --trace bench/pictures/cnn_2ranks_trace.json --out bench/pictures/step_cnn_2ranks.png "
-                  "--figures bench/pictures/step_cnn_2ranks.figures.json")
-        for key in ("Input trace sha256", "Input ddp_sim sha256"):
+                  "--figures bench/pictures/step_cnn_2ranks.figures.json --interference-log bench/pictures/cnn_2ranks_interference.log")
+        # Backward drawn hatched where ddp_sim, given the measured shares, slowed it.
+        with open(fresh_dump) as f:
+            d = json.load(f)
+        text = subprocess.run([ddp_sim, *d["ddp_sim_args"]], check=True, capture_output=True, text=True).stdout
+        slowed = [(float(a), float(b)) for a, b in re.findall(r"^backward slowed beside an all-reduce: ([0-9.]+) \.\. ([0-9.]+) ms", text, re.M)]
+        check(slowed and "--interference" in d["ddp_sim_args"], f"the reference step's simulator is given the measured shares and slows backward: {d['ddp_sim_args']}")
+        for k, (a, b) in enumerate(slowed):
+            got = d["drawn"].get(f"sim slowed{k}")
+            check(got is not None and close(got["x"], a) and close(got["width"], b - a), f"backward slowed {a} to {b} ms: drawn {got}")
+        for key in ("Input trace sha256", "Input ddp_sim sha256", "Input interference sha256"):
             check(png_text(checked).get(key) == png_text(fresh).get(key),
                   f"bench/pictures/step_cnn_2ranks.png's {key} is its inputs' now (if not, redraw it: {redraw})")
         # The reference step's figures, which the pages quote (Note [One reference step] in

@@ -5,14 +5,15 @@
 # build: 02_spawn 05_ddp allreduce_bench ddp_sim
 # proves: your prediction, made from your machine's measured interference with ddp_sim, says
 #         what two ranks of the MLP against one really do here: on two cores (taskset 0,1), one
-#         thread per rank, 200 steps each, the measured samples/s at two ranks over one. The
+#         thread per rank, 256 images a rank, 200 steps each, the measured samples/s at two
+#         ranks over one. The
 #         yes or no must be the measurement's (either, when it is within 5 % of 1), and your
 #         ratio within 30 % of the measured one and on the same side of 1 as your yes or no.
 source "$(dirname "$0")/lib.sh"
 read_answer 05.10
 answer=$(echo $ANSWER)
 [[ $answer =~ ^([0-9]+(\.[0-9]+)?)\ (yes|no)$ ]] ||
-  fail "you wrote '$ANSWER'; write your predicted samples/s at two ranks over one rank, then yes or no (do two ranks beat one?), e.g. 1.3 yes"
+  fail "you wrote '$ANSWER'; write your predicted samples/s at two ranks over one rank, then yes or no (do two ranks beat one?), e.g. 0.7 no"
 ratio=${BASH_REMATCH[1]} verdict=${BASH_REMATCH[3]}
 awk -v r="$ratio" -v v="$verdict" 'BEGIN { exit !((r > 1) == (v == "yes")) }' ||
   fail "your ratio $ratio and your '$verdict' disagree: two ranks beat one when the ratio is above 1"
@@ -22,7 +23,7 @@ command -v taskset > /dev/null || fail "taskset not found (util-linux): the chec
 export DDP_GPU_COUNT=0  # the CPU's cores and Gloo, on a GPU host too
 rate() { sed -n 's/.*throughput: \([0-9.]*\) samples\/s.*/\1/p' "$1" | tail -n 1; }
 for n in 1 2; do
-  (cd "$WORK" && OMP_NUM_THREADS=1 timeout -k 5 180 taskset -c 0,1 "$B/05_ddp" --model mlp --nproc-per-node "$n" --max-steps 200 \
+  (cd "$WORK" && OMP_NUM_THREADS=1 timeout -k 5 180 taskset -c 0,1 "$B/05_ddp" --model mlp --batch-size 256 --nproc-per-node "$n" --max-steps 200 \
     --log-every 100000 --reset --timeout 120 --test-samples 200 --out "$WORK/run-$n") > "$WORK/mlp-$n.log" 2>&1 ||
     fail "05_ddp at $n rank(s) failed: $(tail -n 3 "$WORK/mlp-$n.log")"
   [ -n "$(rate "$WORK/mlp-$n.log")" ] || fail "05_ddp at $n rank(s) printed no throughput: $(tail -n 3 "$WORK/mlp-$n.log")"

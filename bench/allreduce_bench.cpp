@@ -235,11 +235,16 @@ int main(int argc, char** argv) {
       const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(between_ms);
       while (between_ms > 0 && std::chrono::steady_clock::now() < end) (void)torch::mm(x, w);
     };
+    const auto type = dtype == "float32" ? torch::kFloat32 : dtype == "float16" ? torch::kHalf : torch::kBFloat16;
+    const auto elements_of = [&](int64_t bytes) { return std::max<int64_t>(1, bytes / torch::elementSize(type)); };
+    // Rank r's values: a seed of its own (Note [What is summed]).
+    const auto values_of = [&](int r, int64_t elements) {
+      torch::manual_seed(static_cast<uint64_t>(r) + 1);
+      return (torch::randn({elements}) * 5e-4).to(type);
+    };
     if (interference_bytes > 0) {  // Note [Measuring interference]
-      const auto type = dtype == "float32" ? torch::kFloat32 : dtype == "float16" ? torch::kHalf : torch::kBFloat16;
-      const int64_t elements = std::max<int64_t>(1, interference_bytes / torch::elementSize(type));
-      torch::manual_seed(static_cast<uint64_t>(g.rank()) + 1);
-      gradients = values == "gradients" ? (torch::randn({elements}) * 5e-4).to(type) : torch::zeros({elements}, type);
+      const int64_t elements = elements_of(interference_bytes);
+      gradients = values == "gradients" ? values_of(g.rank(), elements) : torch::zeros({elements}, type);
       t = {gradients.clone()};
       g.pg->allreduce(t)->wait();  // warm-up
       const torch::Tensor image = torch::ones({8, 32, 14, 14}), kernel = torch::ones({64, 32, 3, 3});
@@ -259,14 +264,8 @@ int main(int argc, char** argv) {
       return ddp::kExitOk;
     }
     for (int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= factor) {
-      const auto type = dtype == "float32" ? torch::kFloat32 : dtype == "float16" ? torch::kHalf : torch::kBFloat16;
-      const int64_t elements = std::max<int64_t>(1, bytes / torch::elementSize(type));
-      // Rank r's values: a seed of its own (Note [What is summed]).
-      const auto values_of = [&](int r) {
-        torch::manual_seed(static_cast<uint64_t>(r) + 1);
-        return (torch::randn({elements}) * 5e-4).to(type);
-      };
-      if (values == "gradients") gradients = values_of(g.rank());
+      const int64_t elements = elements_of(bytes);
+      if (values == "gradients") gradients = values_of(g.rank(), elements);
       t = {gradients.defined() ? gradients.clone() : torch::zeros({elements}, type)};
       // About --round-bytes moved per round and variant, at least 2 all-reduces: small sizes get many.
       const int iters = static_cast<int>(std::clamp<int64_t>(round_bytes / bytes, 2, 100));
@@ -285,7 +284,7 @@ int main(int argc, char** argv) {
       }
       if (gradients.defined()) {  // the last all-reduce summed what every rank put back: check it
         torch::Tensor sum = torch::zeros({elements});
-        for (int r = 0; r < g.size(); ++r) sum += values_of(r).to(torch::kFloat32);
+        for (int r = 0; r < g.size(); ++r) sum += values_of(r, elements).to(torch::kFloat32);
         if (!torch::allclose(t[0].to(torch::kFloat32), sum, 1e-2, 1e-6)) {
           throw std::runtime_error("rank " + std::to_string(g.rank()) + ": the all-reduce of " + std::to_string(bytes) +
                                    " B is not the sum of the ranks' values");

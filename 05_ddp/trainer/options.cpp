@@ -112,9 +112,9 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
 
 std::string data_name(const TrainerOptions& o) { return o.synthetic ? "synthetic" : "fashion-mnist"; }
 
-std::string run_folder(const TrainerOptions& o) {
+std::string run_folder(const TrainerOptions& o, const std::string& chapter) {
   if (!o.out.empty()) return o.out;
-  return "runs/05_ddp/" + o.model + "-" + o.optimizer + "-" + data_name(o) +
+  return "runs/" + chapter + "/" + o.model + "-" + o.optimizer + "-" + data_name(o) +
          (o.train_samples ? "-" + std::to_string(*o.train_samples) : std::string());
 }
 

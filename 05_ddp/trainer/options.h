@@ -80,7 +80,7 @@ std::string data_name(const TrainerOptions& o);
 // Nor are the seed and the global batch: the same experiment with another of them is refused
 // with a message that names the difference, rather than quietly started afresh elsewhere.
 //
-// The run's folder: --out, else the one Note [A run folder per run] describes.
-std::string run_folder(const TrainerOptions& o);
+// The run's folder: --out, else the one Note [A run folder per run] describes (runs/<chapter>/...).
+std::string run_folder(const TrainerOptions& o, const std::string& chapter = "05_ddp");
 
 }  // namespace ddp

@@ -45,14 +45,6 @@ std::vector<std::vector<size_t>> decode_buckets(const torch::Tensor& t) {
   return buckets;
 }
 
-// What a checkpoint says about the run that wrote it (Note [Never lose a run]).
-std::string optimizer_kind(const torch::optim::Optimizer& opt) {
-  if (auto* sharded = dynamic_cast<const ShardedState*>(&opt)) return optimizer_kind(sharded->local());  // --zero
-  if (dynamic_cast<const torch::optim::AdamW*>(&opt)) return "adamw";
-  if (dynamic_cast<const torch::optim::SGD*>(&opt)) return "sgd";
-  return "unknown";
-}
-
 std::string shape(const torch::Tensor& t) {
   std::string s = "[";
   for (int64_t k = 0; k < t.dim(); ++k) s += (k ? ", " : "") + std::to_string(t.size(k));
@@ -90,6 +82,15 @@ void check_same_run(torch::serialize::InputArchive& a, torch::nn::Module& model,
   }
 }
 
+}  // namespace
+
+std::string optimizer_kind(const torch::optim::Optimizer& opt) {
+  if (auto* sharded = dynamic_cast<const ShardedState*>(&opt)) return optimizer_kind(sharded->local());  // --zero
+  if (dynamic_cast<const torch::optim::AdamW*>(&opt)) return "adamw";
+  if (dynamic_cast<const torch::optim::SGD*>(&opt)) return "sgd";
+  return "unknown";
+}
+
 // Throws when `saved` (read from `path`) puts its step at other samples than `now` would.
 // See Note [Resuming at another world size] (elastic.h).
 void check_same_data_position(const std::string& path, const SamplerState& saved, const SamplerState& now) {
@@ -124,8 +125,6 @@ void check_same_data_position(const std::string& path, const SamplerState& saved
          "(Note [Resuming at another world size])");
   }
 }
-
-}  // namespace
 
 void checkpoint(const std::string& dir, int64_t step, const SamplerState& sampler, int keep, torch::nn::Module& model,
                 torch::optim::Optimizer& opt, const DistributedDataParallel& ddp, Group& group) {

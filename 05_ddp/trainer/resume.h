@@ -24,6 +24,12 @@ struct SamplerState {
   int64_t train_samples = 0;  // the training set's size; 0: a checkpoint older than it
 };
 
+// What a checkpoint says about the run that wrote it (Note [Never lose a run]): "sgd", "adamw".
+std::string optimizer_kind(const torch::optim::Optimizer& opt);
+// Throws UsageError when `saved` (read from `path`) puts its step at other samples than `now`
+// would; logs a resume at another world size. See Note [Resuming at another world size] (elastic.h).
+void check_same_data_position(const std::string& path, const SamplerState& saved, const SamplerState& now);
+
 // Rank 0 writes model, optimizer, step, epoch, sampler state, RNG state and the rebuilt buckets
 // to `dir` (atomically, keeping `keep`); then a barrier, so that no rank runs ahead of a
 // checkpoint that may still fail.

@@ -12,6 +12,10 @@ namespace ddp {
 Evaluation evaluate(const AnyModel& model, DistributedDataParallel& ddp_model, const Dataset& test, Group& group, int batch,
                     const torch::Device& device) {
   ddp_model.sync_buffers();
+  return evaluate(model, test, group, batch, device);
+}
+
+Evaluation evaluate(const AnyModel& model, const Dataset& test, Group& group, int batch, const torch::Device& device) {
   torch::NoGradGuard no_grad;
   model.module->eval();
   DistributedSampler sampler(test.size(), group.rank(), group.size(), /*shuffle=*/false);

@@ -20,5 +20,8 @@ namespace ddp {
 // rank 0's model: BatchNorm's running statistics are broadcast first (Note [Buffers]).
 Evaluation evaluate(const AnyModel& model, DistributedDataParallel& ddp_model, const Dataset& test, Group& group, int batch,
                     const torch::Device& device);
+// The same for a model whose ranks hold what they should already (no buffers to broadcast):
+// chapter 07's, whose forward gathers its parameters.
+Evaluation evaluate(const AnyModel& model, const Dataset& test, Group& group, int batch, const torch::Device& device);
 
 }  // namespace ddp

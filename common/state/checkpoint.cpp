@@ -155,6 +155,18 @@ std::string save_checkpoint(const std::string& dir, int64_t step, int keep,
   return path;
 }
 
+bool read_checkpoint(const std::string& path, const torch::Device& device, torch::serialize::InputArchive& archive, std::string& why) {
+  why.clear();
+  if (::access(path.c_str(), R_OK) != 0) {
+    why = "missing";
+    return false;
+  }
+  const std::string payload = read_payload(path, why);
+  if (!why.empty()) return false;
+  archive.load_from(payload.data(), payload.size(), device);
+  return true;
+}
+
 std::optional<LoadedCheckpoint> load_latest_checkpoint(const std::string& dir, const torch::Device& device,
                                                        const std::function<void(torch::serialize::InputArchive&)>& restore) {
   auto all = list_checkpoints(dir);

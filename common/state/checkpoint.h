@@ -44,6 +44,11 @@ struct LoadedCheckpoint {
 std::optional<LoadedCheckpoint> load_latest_checkpoint(const std::string& dir, const torch::Device& device,
                                                        const std::function<void(torch::serialize::InputArchive&)>& restore);
 
+// One checkpoint file into `archive` (tensors onto `device`); false with `why` when it is damaged
+// (bad header, truncated, CRC mismatch) or missing. For checkpoints written as one file a rank,
+// whose step is only whole when every rank's file is (chapter 07's).
+bool read_checkpoint(const std::string& path, const torch::Device& device, torch::serialize::InputArchive& archive, std::string& why);
+
 // The checkpoint files in `dir`, oldest first.
 std::vector<std::string> list_checkpoints(const std::string& dir);
 

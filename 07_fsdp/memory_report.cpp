@@ -1,0 +1,34 @@
+// provides: report_memory(). See Note [What each rank holds].
+#include "07_fsdp/memory_report.h"
+
+#include "05_ddp/trainer/optimizer_state.h"
+#include "common/basics/log.h"
+#include "common/compute/tensor_memory.h"
+
+namespace ch07 {
+
+bool report_memory(const FullyShardedDataParallel& fsdp, const torch::optim::Optimizer& optimizer) {
+  const FullyShardedDataParallel::Sizes s = fsdp.sizes();
+  int64_t rows = 0, grads = 0, state = 0;
+  for (const torch::Tensor& p : fsdp.parameters()) {
+    rows += p.numel();
+    if (p.grad().defined()) grads += p.grad().numel();
+    if (const auto* st = ddp::find_state(optimizer, p)) {
+      for (const torch::Tensor& t : ddp::state_tensors(*st)) state += t.defined() ? t.numel() : 0;
+    }
+  }
+  const int k = ddp::tensors_per_state(optimizer);
+  auto elems = [](int64_t n) { return std::to_string(n) + " (" + ddp::mib(4.0 * static_cast<double>(n)) + ")"; };
+  ddp::log("memory: parameters " + std::to_string(s.params) + " elements whole; this rank holds " + elems(rows) +
+           " of them, " + elems(grads) + " gradient elements and " + elems(state) + " of optimizer state (k = " +
+           std::to_string(k) + "); shard with padding " + std::to_string(s.shard) + "; largest unit whole " +
+           elems(s.largest_unit));
+  if (ddp::TensorMemory::started()) {
+    const auto limit = ddp::TensorMemory::limit_mib();
+    ddp::log("memory: peak of the tensors training allocated " + ddp::mib(static_cast<double>(ddp::TensorMemory::peak_bytes())) +
+             (limit ? " (--memory-limit-mb " + ddp::mib(*limit * 1024 * 1024) + ")" : std::string(" (no --memory-limit-mb)")));
+  }
+  return state == k * rows;
+}
+
+}  // namespace ch07

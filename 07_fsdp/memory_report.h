@@ -1,0 +1,27 @@
+// defines: report_memory(): what this rank held, by kind, beside what the ZeRO paper's formulas
+// say it should (Note [What each rank holds]).
+#pragma once
+#include <torch/torch.h>
+
+#include "07_fsdp/fsdp.h"
+
+namespace ch07 {
+
+// Note [What each rank holds]
+// The ZeRO paper (Rajbhandari et al., 2020, "ZeRO: Memory Optimizations Toward Training
+// Trillion Parameter Models", section 5) counts a model of Ψ parameters in bytes per rank: 2Ψ of
+// fp16 parameters, 2Ψ of fp16 gradients and KΨ of optimizer state (K = 12 for mixed-precision
+// Adam): Ψ(2+2+K) under DDP. ZeRO-1 divides the K term by the world size N, ZeRO-2 the
+// gradients' too, ZeRO-3 (FSDP) all three: Ψ(2+2+K)/N. This course trains in float32 with no
+// master copy, so its terms are 4Ψ, 4Ψ and 4kΨ, k the state tensors per parameter (SGD with
+// momentum 1, AdamW 2): DDP 4Ψ(2+k), FSDP 4Ψ(2+k)/N. On top of the shards FSDP holds, for a
+// while, the unit it is computing, whole: its parameters, and in backward their gradients,
+// before the reduce-scatter cuts them; with --prefetch, the units gathered ahead too. The
+// activations are the same as DDP's: sharding does not touch them.
+
+// Logs this rank's elements and bytes (parameters, gradients, optimizer state; the peak of
+// tensors counted since training began, Note [A memory limit on a CPU]) and returns whether the
+// optimizer state is k x this rank's rows, as the formula says (the check of step 7).
+bool report_memory(const FullyShardedDataParallel& fsdp, const torch::optim::Optimizer& optimizer);
+
+}  // namespace ch07

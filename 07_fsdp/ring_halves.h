@@ -1,0 +1,40 @@
+// defines: the ring all-reduce of chapter 03 cut in its two halves, each a collective of its own:
+// the reduce-scatter (each rank ends with one chunk, summed over the ranks) and the all-gather
+// (each rank ends with every rank's chunk). FSDP runs them apart: Note [The ring's two halves].
+#pragma once
+#include <torch/torch.h>
+
+#include "common/group/compat.h"
+
+namespace ch07 {
+
+// Note [The ring's two halves]
+// Chapter 03's ring all-reduce is a reduce-scatter (n-1 steps: a partial sum goes round, each
+// rank adding its own) followed by an all-gather (n-1 steps: the finished chunks go round,
+// copied). Each half sends (n-1)/n of the tensor from every rank, half of the all-reduce's
+// 2(n-1)/n. DDP needs both at once: every rank needs every averaged gradient. FSDP needs them
+// at different times: a rank steps only the parameters it owns, so it needs only its own chunk
+// of each averaged gradient (the reduce-scatter, after backward), and every rank needs every
+// parameter only while a unit computes (the all-gather, before its forward and its backward).
+// So per step FSDP sends one all-reduce's worth for the gradients plus one more half for the
+// second all-gather (before backward): 3(n-1)/n of the parameters, 1.5x DDP's traffic, which
+// buys keeping 1/n of everything.
+//
+// The direction. Ours sends to rank-1 and receives from rank+1, as Gloo's own ring does, so
+// that the chunk rank r owns is summed in Gloo's order: it starts at rank r-1, collects r-2,
+// r-3, ... and ends at r, which adds its own last; then it is divided by n (ReduceOp.AVG).
+// Float addition is not associative: the order is what makes the sums bit-identical to
+// c10d's reduce_scatter_tensor (measured at 2, 3 and 4 ranks, LibTorch 2.11) and so to
+// PyTorch's fully_shard, which calls it.
+
+// Every rank's `shard` into `out` (world x shard.numel() elements, rank r's at r x numel):
+// all_gather_into_tensor(out, shard). Returns the bytes this rank sent. `tag` keeps apart
+// collectives that run at the same time (a prefetch beside a reduce-scatter).
+int64_t ring_all_gather(ddp::Backend& pg, const torch::Tensor& shard, const torch::Tensor& out, int tag);
+
+// `in` is world chunks of out.numel() elements, rank-major; chunk r, summed over the ranks and
+// divided by the world size, into `out` on rank r: reduce_scatter_tensor(out, in, op=AVG).
+// Uses `in` as scratch. Returns the bytes this rank sent.
+int64_t ring_reduce_scatter_avg(ddp::Backend& pg, const torch::Tensor& in, const torch::Tensor& out, int tag);
+
+}  // namespace ch07

@@ -1,0 +1,47 @@
+// defines: ShardedCheckpoints: each rank writes its own shard of the parameters and of the
+// optimizer state, atomically; a run resumes from them at the same world or at another, cut anew.
+#pragma once
+#include <torch/torch.h>
+
+#include <string>
+
+#include "05_ddp/trainer/options.h"
+#include "05_ddp/trainer/resume.h"
+#include "07_fsdp/fsdp.h"
+
+namespace ch07 {
+
+// Note [Sharded checkpoints]
+// No rank holds the whole model, so none writes it: rank r writes its rows of every parameter
+// and of their optimizer state to <checkpoints>/rank-<r>/ckpt-<step>.pt, atomically (Note
+// [Atomic checkpoints]: the temporary file, fsync, rename), with where its rows start, the world
+// that wrote it and the run's identity. A step is resumable only when the file of every rank of
+// that world is intact: one rank killed between its write and the others' leaves a step that is
+// skipped for the one before it. Every rank reads the same files and so picks the same step,
+// which is then checked across the ranks. At the same world each rank reads its own file back:
+// the same bits. At another world each parameter's rows (and its state's, which are elementwise
+// like it) are put together from every old rank's file, in rank order, and cut again as Note
+// [Sharding a unit] cuts them for the new world: PyTorch's distributed checkpoint (DCP)
+// re-shards the same way, by the rows each file says it holds. A checkpoint of another run
+// (model, optimizer, data, a shape) is refused intact, as 05's (Note [Never lose a run]).
+class ShardedCheckpoints {
+ public:
+  ShardedCheckpoints(std::string dir, ddp::SamplerState sampler, const ddp::TrainerOptions& o, FullyShardedDataParallel& fsdp,
+                     torch::optim::Optimizer& opt, ddp::Group& group);
+  // The step to start from: 0 after --reset (removing every rank's checkpoints) or with none.
+  int64_t resume_or_reset(const ddp::TrainerOptions& o);
+  void save(int64_t step);  // every rank writes its file, then a barrier
+
+ private:
+  int64_t resume();
+  std::string dir_;
+  ddp::SamplerState sampler_;
+  std::string model_name_;
+  int keep_;
+  FullyShardedDataParallel& fsdp_;
+  torch::optim::Optimizer& opt_;
+  ddp::Group& group_;
+  int64_t saved_ = -1;
+};
+
+}  // namespace ch07

@@ -1,5 +1,5 @@
 // provides: the DDP step simulator of bench/ddp_sim (the profile reader, the all-reduce times,
-// the buckets and the step's timeline).
+// the buckets and the step's timeline), and an FSDP step on the same inputs (Note [An FSDP step]).
 #include "bench/ddp_sim.h"
 
 #include <algorithm>
@@ -138,6 +138,11 @@ std::vector<std::vector<size_t>> params_by_layer(const Profile& profile) {
   return by_layer;
 }
 
+// A flat ring across nodes: every step waits for its slowest hop (Note [All-reduce across nodes]).
+Link slowest_link(const Network& net) {
+  return {std::min(net.intra.bytes_per_s, net.inter.bytes_per_s), std::max(net.intra.latency_s, net.inter.latency_s)};
+}
+
 void check_link(const Link& link, const std::string& name) {
   if (!(link.bytes_per_s > 0)) throw std::invalid_argument(name + " bandwidth must be > 0");
   if (!(link.latency_s >= 0)) throw std::invalid_argument(name + " latency must be >= 0");
@@ -260,11 +265,32 @@ CollectiveTime allreduce(const World& world, const Network& net, double bytes) {
   if (const MeasuredAllReduce* table = measured_for(world, net)) return interpolate(*table, bytes);
   if (n == 1) return ring_allreduce(g, bytes, net.intra);
   if (net.algorithm == Algorithm::ring) {
-    const Link slowest{std::min(net.intra.bytes_per_s, net.inter.bytes_per_s), std::max(net.intra.latency_s, net.inter.latency_s)};
-    return ring_allreduce(world.size(), bytes, g == 1 ? net.inter : slowest);
+    return ring_allreduce(world.size(), bytes, g == 1 ? net.inter : slowest_link(net));
   }
   const CollectiveTime in_node = ring_allreduce(g, bytes, net.intra);  // its halves: reduce-scatter + all-gather
   const CollectiveTime across = ring_allreduce(n, bytes, net.inter);   // n/g bytes at B_e/g: the same time as n at B_e
+  return {in_node.latency_s + across.latency_s, in_node.bandwidth_s + across.bandwidth_s};
+}
+
+// The halves of allreduce(), for an FSDP step (Note [An FSDP step]): its cases one by one, each
+// term half of the all-reduce's (so that an all-gather and a reduce-scatter add up to it, to the
+// last bit: halving a double is exact).
+CollectiveTime ring_half(int ranks, double bytes, const Link& link) {
+  if (ranks < 1) throw std::invalid_argument("a ring needs at least one rank");
+  const double steps = ranks - 1.0;
+  return {steps * link.latency_s, steps / ranks * bytes / link.bytes_per_s};
+}
+
+CollectiveTime half_allreduce(const World& world, const Network& net, double bytes) {
+  const int g = world.gpus_per_node, n = world.nodes;
+  if (const MeasuredAllReduce* table = measured_for(world, net)) {  // an all-reduce measured: halved
+    const CollectiveTime all = interpolate(*table, bytes);
+    return {all.latency_s / 2, all.bandwidth_s / 2};
+  }
+  if (n == 1) return ring_half(g, bytes, net.intra);
+  if (net.algorithm == Algorithm::ring) return ring_half(world.size(), bytes, g == 1 ? net.inter : slowest_link(net));
+  // hierarchical: the reduce-scatter in the node, then the one across nodes (n/g bytes at B_e/g).
+  const CollectiveTime in_node = ring_half(g, bytes, net.intra), across = ring_half(n, bytes, net.inter);
   return {in_node.latency_s + across.latency_s, in_node.bandwidth_s + across.bandwidth_s};
 }
 
@@ -292,7 +318,10 @@ std::vector<std::vector<size_t>> bucket_assignment(const Profile& profile, const
   }
 }
 
-StepResult simulate(const Profile& profile, const World& world, const Network& net, const Options& options) {
+namespace {
+
+// The inputs every step needs, DDP's or FSDP's.
+void check_compute(const World& world, const Options& options) {
   if (world.nodes < 1 || world.gpus_per_node < 1) throw std::invalid_argument("the world needs at least one node of one GPU");
   if (!(options.compute_s > 0)) throw std::invalid_argument("the compute time must be > 0");
   if (!(options.optimizer_s >= 0 && options.optimizer_s < options.compute_s)) {
@@ -301,6 +330,45 @@ StepResult simulate(const Profile& profile, const World& world, const Network& n
   if (!(options.backward_s >= 0 && options.backward_s < options.compute_s - options.optimizer_s)) {
     throw std::invalid_argument("the backward time must be >= 0 and less than the compute time without the optimizer");
   }
+}
+void check_links(const World& world, const Network& net) {
+  if (world.gpus_per_node > 1) check_link(net.intra, "the intra-node link's");
+  if (world.nodes > 1) check_link(net.inter, "the inter-node link's");
+}
+
+// Forward's and backward's parts of the compute, and the FLOPs that divide them among the layers
+// (Note [Splitting the compute]).
+struct Passes {
+  double forward_flops = 0, backward_flops = 0, forward_s = 0, backward_s = 0;
+};
+Passes split_passes(const Profile& profile, const Options& options) {
+  Passes p;
+  for (const auto& l : profile.layers) p.forward_flops += l.forward_flops, p.backward_flops += l.backward_flops;
+  if (!(p.forward_flops + p.backward_flops > 0)) throw std::invalid_argument("the profile has no FLOPs");
+  const double passes = options.compute_s - options.optimizer_s;
+  p.forward_s = options.backward_s > 0 ? passes - options.backward_s : passes * p.forward_flops / (p.forward_flops + p.backward_flops);
+  p.backward_s = passes - p.forward_s;
+  return p;
+}
+
+// `d` of compute from `now`, slowed while a collective runs, until `busy_until` (Note [Compute
+// beside an all-reduce]): the collectives run one after the other from their start until the
+// link is free, so what is left of them from `now` is one window. Returns when the compute ends.
+double compute_beside(double now, double d, double busy_until, double interference, std::vector<std::pair<double, double>>& slowed,
+                      double& interference_s) {
+  const double busy = busy_until - now;
+  if (interference == 0 || busy <= 0) return now + d;
+  const double slow = 1 + interference;
+  const double took = d * slow <= busy ? d * slow : busy + (d - busy / slow);
+  slowed.emplace_back(now, now + std::min(took, busy));
+  interference_s += took - d;
+  return now + took;
+}
+
+}  // namespace
+
+StepResult simulate(const Profile& profile, const World& world, const Network& net, const Options& options) {
+  check_compute(world, options);
   if (options.bucket_cap_bytes == 0 || options.first_bucket_bytes == 0) throw std::invalid_argument("bucket limits must be > 0");
   if (!(options.per_param_s >= 0 && options.per_bucket_s >= 0 && options.copy_bytes_per_s >= 0)) {
     throw std::invalid_argument("DDP's costs must be >= 0");
@@ -309,17 +377,13 @@ StepResult simulate(const Profile& profile, const World& world, const Network& n
   if (!(options.allreduce_slowdown >= 0 && std::isfinite(options.allreduce_slowdown))) {
     throw std::invalid_argument("the all-reduce's slowdown must be >= 0");
   }
-  if (world.gpus_per_node > 1) check_link(net.intra, "the intra-node link's");
-  if (world.nodes > 1) check_link(net.inter, "the inter-node link's");
+  check_links(world, net);
 
   // Forward and backward: Note [Splitting the compute].
-  double forward_flops = 0, backward_flops = 0;
-  for (const auto& l : profile.layers) forward_flops += l.forward_flops, backward_flops += l.backward_flops;
-  if (!(forward_flops + backward_flops > 0)) throw std::invalid_argument("the profile has no FLOPs");
+  const Passes passes = split_passes(profile, options);
+  const double backward_flops = passes.backward_flops;
   StepResult r;
-  const double passes = options.compute_s - options.optimizer_s;
-  r.forward_s = options.backward_s > 0 ? passes - options.backward_s : passes * forward_flops / (forward_flops + backward_flops);
-  r.backward_compute_s = passes - r.forward_s;
+  r.forward_s = passes.forward_s, r.backward_compute_s = passes.backward_s;
   const auto copy_s = [&](double bytes) { return options.copy_bytes_per_s > 0 ? bytes / options.copy_bytes_per_s : 0.0; };
 
   // The buckets, and which one each gradient goes to.
@@ -335,7 +399,7 @@ StepResult simulate(const Profile& profile, const World& world, const Network& n
 
   // Backward, event by event: a layer's backward, its gradients' hooks, the launches they allow
   // (in bucket order: 05's launch_ready_buckets), each all-reduce behind the one before.
-  const double slow = 1 + options.interference, stretch = 1 + options.allreduce_slowdown;
+  const double stretch = 1 + options.allreduce_slowdown;
   // The stop vote posted by the step before runs beside this whole step on a thread of its own,
   // slowed beside the compute, and slows it (Note [The wire and the cores]).
   double vote_end = 0;
@@ -348,14 +412,7 @@ StepResult simulate(const Profile& profile, const World& world, const Network& n
   // `d` of compute from `now`: slowed while an all-reduce runs (Note [Compute beside an
   // all-reduce]): the buckets' until link_free, the vote's until vote_end.
   const auto compute_for = [&](double d) {
-    const double busy = std::max(link_free, vote_end) - now;
-    if (options.interference == 0 || busy <= 0) {
-      now += d;
-      return;
-    }
-    const double took = d * slow <= busy ? d * slow : busy + (d - busy / slow);
-    r.slowed.emplace_back(now, now + std::min(took, busy));
-    r.interference_s += took - d, now += took;
+    now = compute_beside(now, d, std::max(link_free, vote_end), options.interference, r.slowed, r.interference_s);
   };
   compute_for(r.forward_s);
   size_t next = 0;
@@ -413,6 +470,148 @@ StepResult simulate(const Profile& profile, const World& world, const Network& n
   return r;
 }
 
+// Note [An FSDP step]
+// `ddp_sim --fsdp` plays out one step of FSDP instead (ZeRO-3: PyTorch's fully_shard, FSDP2,
+// reshard_after_forward=True) on the same inputs: every rank holds 1/W of each parameter, its
+// gradient and its optimizer state, and gathers a unit's parameters whole only while the unit runs.
+// The units: one per layer of the profile that has parameters, in forward order, each as many
+//   bytes as its gradients (the same dtype: no mixed precision). A layer without parameters (a
+//   ReLU, a pool) computes between units and gathers nothing (fully_shard wraps modules that
+//   hold parameters); a layer used twice gathers for its first use only (none of bench/profiles'
+//   layers used twice has parameters). The compute is split as Note [Splitting the compute]
+//   splits it, forward among the layers by their forward_flops as backward by its FLOPs.
+// forward: unit i waits until its all-gather has ended, computes, and frees the parameters.
+// backward, layers in reverse: unit i all-gathers again (they were freed), waits, computes its
+//   backward, then reduce-scatters its gradients (each rank keeps the sum of its 1/W).
+// optimizer: optimizer_s / W, after the last reduce-scatter: each rank steps on its 1/W of the
+//   parameters (an elementwise optimizer's time goes with the elements it updates). The DDP step
+//   it is compared with steps on all of them, optimizer_s.
+// When an all-gather is issued, prefetch depth d: at the latest when its unit is next to compute
+//   (the compute before it has ended: with d = 0 each unit waits for its whole all-gather); and
+//   when unit i starts computing, its own all-gather ended, the all-gathers of the next d units of
+//   the pass (forward i+1..i+d, backward i-1..i-d) are issued. That is where FSDP2 issues them:
+//   FSDPState._pre_forward (torch/distributed/fsdp/_fully_shard/_fsdp_state.py) runs the unit's
+//   own pre_forward (unshard, wait_for_unshard), then _prefetch_unshard for each module given to
+//   set_modules_to_forward_prefetch; _pre_backward the same, and without an explicit list it
+//   prefetches the one unit before it in forward order (_backward_prefetch): FSDP2's default is
+//   d = 1 in backward. In forward its default is "implicit" prefetch: the CPU, ahead of the GPU,
+//   issues the next unit's all-gather on a stream of its own while this unit computes, which d = 1
+//   stands for. A CPU far ahead puts several on the stream sooner than this rule: not modelled.
+//   Each pass begins with an all-gather nothing can prefetch: forward's first unit (nothing runs
+//   before it in the step; FSDP2 does not prefetch across the optimizer) and backward's first,
+//   the last in forward, freed when its forward ended. FSDP2 keeps the root module's parameters
+//   after forward for this reason (reshard_after_forward=None: True but for the root); one unit
+//   per layer has no root.
+// One channel: every collective runs on one channel, one after the other in the order issued
+//   (as DDP's buckets do: Note [What the simulator plays out]), so in backward an all-gather
+//   issued after a reduce-scatter waits for it. FSDP2 on NCCL issues all-gathers and
+//   reduce-scatters on separate streams (all_gather_stream, reduce_scatter_stream) that may run
+//   at once, sharing the links; FSDP1's BackwardPrefetch docs say NCCL's collectives, even from
+//   different streams, contend for one per-device NCCL stream, which is why issue order matters.
+//   Two at once sharing the links end, under the alpha-beta model, no sooner together than one
+//   after the other; the first of them later.
+// The costs: each all-gather and each reduce-scatter is one half of the ring all-reduce of Note
+//   [All-reduce across nodes]: (W-1) steps of alpha + (n/W)/B on the slowest link (hierarchical:
+//   the half within the node plus the half across nodes). A preset's measured tables are of
+//   all-reduces; one node of their GPU count takes half the table's time (a ring all-reduce is a
+//   reduce-scatter and then an all-gather); no all-gather was measured here, so for small sizes,
+//   where NCCL changes protocol, the half is a guess.
+// interference (Options::interference): compute takes 1 + s times as long while any collective
+//   runs, as Note [Compute beside an all-reduce] has it; the collectives' own slowdown beside the
+//   compute (allreduce_slowdown) is not modelled: refused.
+// Not modelled: memory (FSDP's reason to be: what a rank holds is its shards plus the gathered
+//   units in flight), the copies into and out of the all-gather's and reduce-scatter's buffers,
+//   mixed precision (parameters gathered in bf16, gradients reduced in fp32), FSDP's CPU
+//   overheads, how far FSDP2 lets all-gathers run ahead of the compute (its buffers), gradient
+//   accumulation without resharding, HSDP.
+FsdpResult simulate_fsdp(const Profile& profile, const World& world, const Network& net, const Options& options, int prefetch) {
+  check_compute(world, options);
+  if (prefetch < 0) throw std::invalid_argument("the prefetch depth must be >= 0");
+  if (!(options.interference >= 0 && std::isfinite(options.interference))) throw std::invalid_argument("the interference must be >= 0");
+  if (options.allreduce_slowdown != 0) throw std::invalid_argument("an FSDP step does not model the collectives' slowdown beside compute");
+  check_links(world, net);
+
+  const Passes passes = split_passes(profile, options);
+  FsdpResult r;
+  r.forward_s = passes.forward_s, r.backward_compute_s = passes.backward_s;
+  r.optimizer_s = options.optimizer_s / world.size();
+  // The units, and each layer's compute in each pass (by its FLOPs; evenly where a pass has none).
+  const auto by_layer = params_by_layer(profile);
+  const size_t layers = profile.layers.size();
+  std::vector<size_t> unit_of(layers, SIZE_MAX);  // SIZE_MAX: a layer that gathers nothing
+  std::vector<double> forward_of(layers), backward_of(layers);
+  for (size_t l = 0; l < layers; ++l) {
+    size_t bytes = 0;
+    for (size_t i : by_layer[l]) bytes += profile.parameters[i].bytes;
+    if (bytes > 0) {
+      unit_of[l] = r.units.size();
+      r.units.emplace_back();
+      r.units.back().layer = l, r.units.back().bytes = bytes;
+    }
+    const Profile::Layer& x = profile.layers[l];
+    forward_of[l] = passes.forward_flops > 0 ? r.forward_s * x.forward_flops / passes.forward_flops : r.forward_s / layers;
+    backward_of[l] = passes.backward_flops > 0 ? r.backward_compute_s * x.backward_flops / passes.backward_flops : r.backward_compute_s / layers;
+  }
+
+  // One channel, collectives in the order issued; the compute slowed while one runs.
+  double now = 0, channel_free = 0;
+  const auto issue = [&](size_t bytes, double& issue_s, double& start_s, double& end_s) {
+    const CollectiveTime t = half_allreduce(world, net, static_cast<double>(bytes));
+    issue_s = now, start_s = std::max(now, channel_free), end_s = channel_free = start_s + t.total();
+    r.latency_s += t.latency_s;
+    return t.total();
+  };
+  const auto compute_for = [&](double d) { now = compute_beside(now, d, channel_free, options.interference, r.slowed, r.interference_s); };
+  // A pass over the layers in `order`: each unit waits for its all-gather, then issues the next
+  // `prefetch` units' (Note [An FSDP step]); in backward each unit's reduce-scatter follows it.
+  const auto pass = [&](const std::vector<size_t>& order, bool backward) {
+    std::vector<size_t> sequence;  // the units in this pass's order
+    for (size_t l : order) {
+      if (unit_of[l] != SIZE_MAX) sequence.push_back(unit_of[l]);
+    }
+    std::vector<bool> issued(r.units.size(), false);
+    const auto gather = [&](size_t u) {
+      FsdpGather& g = backward ? r.units[u].backward : r.units[u].forward;
+      if (issued[u]) return;
+      issued[u] = true;
+      r.allgather_s += issue(r.units[u].bytes, g.issue_s, g.start_s, g.end_s);
+    };
+    size_t k = 0;  // the next unit's place in `sequence`
+    for (size_t l : order) {
+      const size_t u = unit_of[l];
+      if (u == SIZE_MAX) {
+        compute_for(backward ? backward_of[l] : forward_of[l]);
+        continue;
+      }
+      FsdpGather& g = backward ? r.units[u].backward : r.units[u].forward;
+      g.need_s = now;
+      gather(u);
+      now = g.compute_start_s = std::max(now, g.end_s);
+      (backward ? r.backward_wait_s : r.forward_wait_s) += g.wait_s();
+      for (size_t j = k + 1; j <= k + static_cast<size_t>(prefetch) && j < sequence.size(); ++j) gather(sequence[j]);
+      ++k;
+      compute_for(backward ? backward_of[l] : forward_of[l]);
+      g.compute_end_s = now;
+      if (backward) {
+        FsdpUnit& unit = r.units[u];
+        r.reduce_scatter_s += issue(unit.bytes, unit.reduce_scatter_issue_s, unit.reduce_scatter_start_s, unit.reduce_scatter_end_s);
+      }
+    }
+  };
+  std::vector<size_t> order(layers);
+  for (size_t l = 0; l < layers; ++l) order[l] = l;
+  pass(order, false);
+  r.forward_end_s = now;
+  std::reverse(order.begin(), order.end());
+  pass(order, true);
+  r.backward_end_s = now;
+  r.tail_s = std::max(0.0, channel_free - now);
+  r.exposed_comm_s = r.forward_wait_s + r.backward_wait_s + r.tail_s;
+  r.step_s = std::max(now, channel_free) + r.optimizer_s;
+  r.efficiency = options.compute_s / r.step_s;
+  return r;
+}
+
 // Note [The simulated step as a trace]
 // `ddp_sim --trace FILE` writes the step in the events 05's --trace writes (Note [Trace files]),
 // so that the measured step and the simulated one open side by side in Perfetto or
@@ -454,6 +653,42 @@ nlohmann::json trace_of(const Profile& profile, const StepResult& r, const Optio
   }
   span("wait for all-reduces", "ddp", r.backward_end_s, last, 0);
   span("optimizer", "compute", r.step_s - options.optimizer_s, r.step_s, 0);
+  events.push_back({{"name", "step done"}, {"cat", "train"}, {"ph", "i"}, {"s", "t"}, {"pid", 0}, {"tid", 0}, {"ts", us(r.step_s)},
+                    {"args", {{"step", 1}}}});
+  return {{"displayTimeUnit", "ms"}, {"traceEvents", events}};
+}
+
+// The FSDP step in the same events (Note [The simulated step as a trace]): on the compute track
+// "forward" and "backward", inside them each unit's "forward LAYER" or "backward LAYER" and its
+// "wait for all-gather LAYER" before it; on the collectives track "all-gather LAYER" (twice: for
+// forward, for backward) and "reduce-scatter LAYER" (bytes); the optimizer and "step done".
+nlohmann::json trace_of_fsdp(const Profile& profile, const FsdpResult& r) {
+  using nlohmann::json;
+  json events = json::array();
+  const auto us = [](double s) { return std::round(s * 1e9) / 1e3; };
+  const auto span = [&](const std::string& name, const char* cat, double start, double end, int tid, json args = json::object()) {
+    events.push_back({{"name", name}, {"cat", cat}, {"ph", "X"}, {"pid", 0}, {"tid", tid}, {"ts", us(start)}, {"dur", us(end) - us(start)},
+                      {"args", std::move(args)}});
+  };
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 0}, {"args", {{"name", "rank 0 (ddp_sim --fsdp: every rank alike)"}}}});
+  events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 0}, {"args", {{"name", "compute"}}}});
+  events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 1}, {"args", {{"name", "collectives"}}}});
+  span("forward", "compute", 0, r.forward_end_s, 0);
+  span("backward", "compute", r.forward_end_s, r.backward_end_s, 0);
+  for (const FsdpUnit& u : r.units) {
+    const std::string& name = profile.layers[u.layer].name;
+    const auto draw = [&](const char* pass, const FsdpGather& g) {
+      if (g.wait_s() > 0) span("wait for all-gather " + name, "fsdp", g.need_s, g.compute_start_s, 0);
+      span(pass + (" " + name), "compute", g.compute_start_s, g.compute_end_s, 0);
+      span("all-gather " + name, "comm", g.start_s, g.end_s, 1, {{"bytes", u.bytes}, {"for", pass}});
+    };
+    draw("forward", u.forward);
+    draw("backward", u.backward);
+    span("reduce-scatter " + name, "comm", u.reduce_scatter_start_s, u.reduce_scatter_end_s, 1, {{"bytes", u.bytes}});
+  }
+  for (const auto& [a, b] : r.slowed) span("slowed beside a collective", "interference", a, b, 0);
+  if (r.tail_s > 0) span("wait for reduce-scatters", "fsdp", r.backward_end_s, r.backward_end_s + r.tail_s, 0);
+  span("optimizer", "compute", r.step_s - r.optimizer_s, r.step_s, 0);
   events.push_back({{"name", "step done"}, {"cat", "train"}, {"ph", "i"}, {"s", "t"}, {"pid", 0}, {"tid", 0}, {"ts", us(r.step_s)},
                     {"args", {{"step", 1}}}});
   return {{"displayTimeUnit", "ms"}, {"traceEvents", events}};

@@ -1,5 +1,6 @@
 // defines: the DDP step simulator of bench/ddp_sim: one step of chapter 05's DDP played out at any
-// scale from a model profile, a world and a network (Note [What the simulator plays out]).
+// scale from a model profile, a world and a network (Note [What the simulator plays out]); and
+// one FSDP step on the same inputs (Note [An FSDP step]).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -141,6 +142,53 @@ std::vector<std::vector<size_t>> bucket_assignment(const Profile& profile, const
 // One step. std::invalid_argument for inputs no step has (no GPU, no compute, a link without
 // bandwidth): the tool turns those into UsageError naming its flag first.
 StepResult simulate(const Profile& profile, const World& world, const Network& net, const Options& options);
+
+// ---- an FSDP step (Note [An FSDP step] in bench/ddp_sim.cpp) ----
+
+// One half of the ring all-reduce: (ranks - 1) steps, each alpha + (bytes / ranks) / B. An
+// all-gather and a reduce-scatter each cost this; the two together are ring_allreduce().
+CollectiveTime ring_half(int ranks, double bytes, const Link& link);
+// An all-gather (or a reduce-scatter: the same cost) of `bytes` over the world: half of what
+// allreduce() takes for them, term for term, on the same links, algorithm and measured table.
+CollectiveTime half_allreduce(const World& world, const Network& net, double bytes);
+
+// One unit (a layer with parameters) of an FSDP step: its all-gathers before forward and
+// before backward, and its reduce-scatter after backward. Seconds from the start of the step.
+struct FsdpGather {
+  double issue_s = 0, start_s = 0, end_s = 0;  // the all-gather: issued, on the channel, done
+  double need_s = 0;     // when the unit could have started: the compute before it had ended
+  double compute_start_s = 0, compute_end_s = 0;
+  double wait_s() const { return compute_start_s - need_s; }
+  bool in_time() const { return end_s <= need_s; }  // the accounting question
+};
+struct FsdpUnit {
+  size_t layer = 0;  // index into Profile::layers (its first use in forward)
+  size_t bytes = 0;  // its parameters' bytes (= its gradients')
+  FsdpGather forward, backward;
+  double reduce_scatter_issue_s = 0, reduce_scatter_start_s = 0, reduce_scatter_end_s = 0;
+};
+struct FsdpResult {
+  double forward_s = 0, backward_compute_s = 0;  // compute_s split as simulate() splits it
+  double optimizer_s = 0;      // on the shard: Options::optimizer_s / W
+  double forward_end_s = 0, backward_end_s = 0, step_s = 0;
+  double allgather_s = 0, reduce_scatter_s = 0;  // every collective of each kind, end to end
+  double latency_s = 0;        // of those two, the latency terms (the rest is bandwidth)
+  double forward_wait_s = 0, backward_wait_s = 0;  // the units' waits for their all-gathers
+  double tail_s = 0;           // the collectives still running once backward has ended
+  double exposed_comm_s = 0;   // forward_wait_s + backward_wait_s + tail_s
+  double interference_s = 0;   // compute slowed beside collectives (Options::interference)
+  double efficiency = 0;       // compute_s / step_s
+  std::vector<FsdpUnit> units;  // in forward order
+  std::vector<std::pair<double, double>> slowed;
+};
+// One FSDP step with `prefetch` all-gathers issued ahead (0: none). Of `options` it takes the
+// compute (compute_s, optimizer_s, backward_s) and the interference; the buckets, DDP's costs,
+// the fp16 hook and the stop vote are DDP's. std::invalid_argument as simulate(), and for a
+// negative prefetch or an allreduce_slowdown (not modelled here).
+FsdpResult simulate_fsdp(const Profile& profile, const World& world, const Network& net, const Options& options, int prefetch);
+// That step as trace_of() writes a DDP step: each unit's forward and backward, its waits, its
+// all-gathers and its reduce-scatter.
+nlohmann::json trace_of_fsdp(const Profile& profile, const FsdpResult& result);
 
 // The step as 05's --trace writes one (Note [Trace files] in common/observe/trace.h), merged form
 // ({"traceEvents": [...]}), rank 0 standing for all: forward, each layer's backward, each

@@ -8,6 +8,8 @@
 //       --algorithm hierarchical --intra-gbps 1000 --inter-gbps 400 --timeline
 //   ./build-cpu/ddp_sim --model resnet50 --preset dgx-v100 --compute-ms 97 --nodes 2 --gpus-per-node 8
 //   ./build-cpu/ddp_sim --table pytorch-dgx1     (against PyTorch's published table: bench/ddp_table.md)
+//   ./build-cpu/ddp_sim --model resnet50 --preset dgx-v100 --compute-ms 97 --nodes 2 --gpus-per-node 8 --fsdp --prefetch 1
+//       (one FSDP step instead, beside the same step under DDP: Note [An FSDP step])
 //
 // The network's defaults are placeholders, not the figures of any machine: give yours, or a
 // --preset (Note [Presets: where each figure comes from] in bench/ddp_sim_presets.cpp).
@@ -43,6 +45,58 @@ const char* bucketing_name(ddp::sim::Bucketing b) {
   }
 }
 
+// Note [An FSDP step] in bench/ddp_sim.cpp: per unit, whether each all-gather ended before the
+// unit needed it (the accounting question), the waits, the exposed communication, and the DDP
+// step `ddp` beside it.
+void print_fsdp(const ddp::sim::Profile& profile, const ddp::sim::FsdpResult& f, const ddp::sim::StepResult& ddp, int prefetch,
+                int world_size, const ddp::sim::Options& o, bool measured) {
+  std::printf("fsdp: %zu units (the layers with parameters, in forward order), resharded after forward; prefetch %d: when a unit "
+              "starts, the all-gathers of the next %d are issued; one channel, collectives in the order issued\n",
+              f.units.size(), prefetch, prefetch);
+  std::printf("an all-gather or a reduce-scatter: half an all-reduce (%s)\n",
+              measured ? "the preset's measured all-reduce, halved" : "the ring's W-1 steps of alpha + n/W over beta");
+  std::printf("per unit, ms from the step's start: when it could start (need), when its all-gather ended (gathered), how long it "
+              "waited, whether the all-gather ended in time; rs: its reduce-scatter's end\n");
+  std::printf("%4s %-22s %8s | %9s %9s %8s %4s | %9s %9s %8s %4s | %9s\n", "unit", "layer", "MiB", "fwd need", "gathered", "wait", "ok",
+              "bwd need", "gathered", "wait", "ok", "rs end");
+  const auto in_time = [](const ddp::sim::FsdpGather& g) { return g.in_time() ? "yes" : "no"; };
+  int forward_ok = 0, backward_ok = 0;
+  std::string forward_late, backward_late;  // the first few units that waited, by name
+  const auto late = [](std::string& list, const std::string& name, int count) {
+    if (count < 5) list += (list.empty() ? "" : ", ") + name;
+    if (count == 5) list += ", ...";
+  };
+  for (size_t u = 0; u < f.units.size(); ++u) {
+    const auto& x = f.units[u];
+    const std::string& name = profile.layers[x.layer].name;
+    std::printf("%4zu %-22s %8.3f | %9.3f %9.3f %8.3f %4s | %9.3f %9.3f %8.3f %4s | %9.3f\n", u, name.c_str(),
+                x.bytes / double(ddp::sim::kMiB), x.forward.need_s * 1e3, x.forward.end_s * 1e3, x.forward.wait_s() * 1e3,
+                in_time(x.forward), x.backward.need_s * 1e3, x.backward.end_s * 1e3, x.backward.wait_s() * 1e3, in_time(x.backward),
+                x.reduce_scatter_end_s * 1e3);
+    if (!x.forward.in_time()) late(forward_late, name, static_cast<int>(u) - forward_ok);
+    if (!x.backward.in_time()) late(backward_late, name, static_cast<int>(u) - backward_ok);
+    forward_ok += x.forward.in_time(), backward_ok += x.backward.in_time();
+  }
+  const size_t n = f.units.size();
+  std::printf("step: %s (FSDP)\n", ms(f.step_s).c_str());
+  std::printf("forward: %d of %zu all-gathers ended before their unit needed it; the units waited %s in all%s%s\n", forward_ok, n,
+              ms(f.forward_wait_s).c_str(), forward_late.empty() ? "" : "; late: ", forward_late.c_str());
+  std::printf("backward: %d of %zu all-gathers ended before their unit needed it; the units waited %s in all%s%s\n", backward_ok, n,
+              ms(f.backward_wait_s).c_str(), backward_late.empty() ? "" : "; late: ", backward_late.c_str());
+  std::printf("all-gather: %s in all (2 per unit), reduce-scatter: %s (of the two, latency terms %s); exposed %s (waits before "
+              "units %s + after backward %s)\n",
+              ms(f.allgather_s).c_str(), ms(f.reduce_scatter_s).c_str(), ms(f.latency_s).c_str(), ms(f.exposed_comm_s).c_str(),
+              ms(f.forward_wait_s + f.backward_wait_s).c_str(), ms(f.tail_s).c_str());
+  std::printf("optimizer on the shard: %s (--optimizer-ms / %d ranks)\n", ms(f.optimizer_s).c_str(), world_size);
+  if (f.interference_s > 0) std::printf("interference: compute %s longer beside the collectives\n", ms(f.interference_s).c_str());
+  std::printf("step = forward %s + backward %s + exposed communication %s%s%s + optimizer %s\n", ms(f.forward_s).c_str(),
+              ms(f.backward_compute_s).c_str(), ms(f.exposed_comm_s).c_str(), f.interference_s > 0 ? " + interference " : "",
+              f.interference_s > 0 ? ms(f.interference_s).c_str() : "", ms(f.optimizer_s).c_str());
+  std::printf("scaling efficiency: %.1f%% (compute without DDP / step: per GPU, against one GPU without DDP)\n", f.efficiency * 100);
+  std::printf("DDP, the same step: %s (exposed all-reduce %s, optimizer %s on every rank); FSDP / DDP: %.3f\n", ms(ddp.step_s).c_str(),
+              ms(ddp.exposed_comm_s).c_str(), ms(o.optimizer_s).c_str(), f.step_s / ddp.step_s);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -55,6 +109,8 @@ int main(int argc, char** argv) {
   std::optional<double> compute_ms;  // required: no default to state
   int nodes = 1, gpus_per_node = 8;
   bool first_iteration = false, one_bucket = false, stop_vote = false, timeline = false;
+  bool fsdp = false;
+  int prefetch = 1;
   std::string comm_hook = "none", trace_path;
   std::optional<double> measured_ms;
   app.add_option("--profile", profile_path, "The model's profile (JSON, bench/profile_model.py)");
@@ -106,6 +162,11 @@ int main(int argc, char** argv) {
   app.add_option("--per-bucket-us", per_bucket_us, "DDP's cost per bucket's launch, us")->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
   app.add_option("--copy-gb-per-s", copy_gb_per_s, "Copies into and out of buckets, GB/s; 0: free")
       ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
+  app.add_flag("--fsdp", fsdp, "Simulate one FSDP step (ZeRO-3, PyTorch's fully_shard) instead, a unit per layer with parameters, "
+                              "beside the same step under DDP (Note [An FSDP step])");
+  app.add_option("--prefetch", prefetch, "With --fsdp: when a unit starts, issue the all-gathers of the next N units (forward and "
+                                         "backward); 0: none")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--timeline", timeline, "Print each bucket (its gradients, bytes, ready, start and end) and where backward was slowed");
   app.add_option("--trace", trace_path, "Write the step as 05's --trace does, to open beside a measured one (Note [The simulated step as a trace])");
   ddp::parse_flags(app, argc, argv);
@@ -139,6 +200,10 @@ int main(int argc, char** argv) {
       profile = ddp::sim::read_profile(profile_path);
     } catch (const ddp::UsageError& e) {
       throw ddp::UsageError(std::string("--profile ") + e.what());
+    }
+    if (app.count("--prefetch") > 0 && !fsdp) throw ddp::UsageError("--prefetch: only with --fsdp (the all-gathers issued ahead)");
+    if (fsdp && allreduce_slowdown > 0) {
+      throw ddp::UsageError("--allreduce-slowdown: not modelled with --fsdp (Note [An FSDP step]); --interference is");
     }
     if (optimizer_ms >= *compute_ms) throw ddp::UsageError("--optimizer-ms must be less than --compute-ms");
     if (backward_ms >= *compute_ms - optimizer_ms) throw ddp::UsageError("--backward-ms must be less than --compute-ms minus --optimizer-ms");
@@ -187,7 +252,22 @@ int main(int argc, char** argv) {
                 ms(r.forward_s).c_str(), ms(r.backward_compute_s).c_str(), ms(o.optimizer_s).c_str(),
                 o.backward_s > 0 ? "backward given; the profile's FLOPs divide it" : "split by the profile's FLOPs");
 
-    // 2. The buckets, one by one.
+    // 2. FSDP instead (Note [An FSDP step]): its step, and the DDP step above beside it.
+    if (fsdp) {
+      const auto t1 = std::chrono::steady_clock::now();
+      const ddp::sim::FsdpResult f = ddp::sim::simulate_fsdp(profile, world, net, o, prefetch);
+      const double took_fsdp = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+      print_fsdp(profile, f, r, prefetch, world.size(), o, ddp::sim::measured_for(world, net) != nullptr);
+      if (!trace_path.empty()) {
+        std::ofstream out(trace_path);
+        if (!(out << ddp::sim::trace_of_fsdp(profile, f).dump(1) << "\n")) throw ddp::UsageError("--trace: cannot write " + trace_path);
+        std::printf("trace: %s (open it in ui.perfetto.dev)\n", trace_path.c_str());
+      }
+      std::printf("(simulated in %.3f ms, the DDP step in %.3f ms)\n", took_fsdp * 1e3, took * 1e3);
+      return ddp::kExitOk;
+    }
+
+    // 3. The buckets, one by one.
     if (timeline) {
       std::printf("%6s %7s %10s %11s %11s %11s %12s %12s  %s\n", "bucket", "params", "MiB", "ready_ms", "start_ms", "end_ms",
                   "latency_ms", "bandwidth_ms", "first .. last gradient");
@@ -200,7 +280,7 @@ int main(int argc, char** argv) {
       for (const auto& [a, b] : r.slowed) std::printf("backward slowed beside an all-reduce: %.3f .. %.3f ms\n", a * 1e3, b * 1e3);
     }
 
-    // 3. The step.
+    // 4. The step.
     double latency = 0;
     for (const auto& k : r.buckets) latency += k.latency_s;
     latency += r.vote_latency_s;

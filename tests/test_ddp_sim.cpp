@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "05_ddp/ddp.h"
@@ -599,4 +600,202 @@ TEST(DdpSim, TheDgx1TableOnThisPageIsWhatTheCommandPrints) {
   // The same twice: no clock, no randomness.
   EXPECT_EQ(sim::pytorch_dgx1_table(std::string(DDP_SOURCE_DIR) + "/bench/profiles"),
             sim::pytorch_dgx1_table(std::string(DDP_SOURCE_DIR) + "/bench/profiles"));
+}
+
+// ---- the FSDP step (Note [An FSDP step]) ----
+
+namespace {
+
+// n equal layers, each one unit of `bytes` (one parameter), forward 2 FLOPs and backward 6: a
+// compute of 8n ms is forward 2 ms and backward 6 ms a unit.
+sim::Profile equal_units(int n, double bytes) {
+  nlohmann::json j = {{"model", "equal"}};
+  for (int l = 0; l < n; ++l) {
+    const std::string name = "unit" + std::to_string(l);
+    j["layers"].push_back({{"name", name}, {"type", "Linear"}, {"forward_flops", 2}, {"backward_flops", 6}});
+    j["parameters"].push_back({{"name", name + ".weight"}, {"numel", bytes / 4}, {"bytes", bytes}, {"layer", name}});
+  }
+  return sim::parse_profile(j, "equal.json");
+}
+
+}  // namespace
+
+// An all-gather and a reduce-scatter are the two halves of the ring all-reduce: (W-1) steps each
+// of alpha + (n/W)/B, together the all-reduce's 2(W-1), to the last bit (halving is exact) in
+// every case allreduce() has: one node, a flat ring across nodes, hierarchical, a measured table.
+TEST(DdpSim, AnAllGatherAndAReduceScatterAddUpToTheAllReduce) {
+  const auto half = sim::ring_half(8, 100e6, {10e9, 5e-6});
+  EXPECT_NEAR(half.latency_s, 7 * 5e-6, 1e-18);
+  EXPECT_NEAR(half.bandwidth_s, 7.0 / 8 * 100e6 / 10e9, 1e-15);  // 8.75 ms
+  sim::Network n = network(10e9, 2e9, 5e-6, 20e-6);
+  sim::Network h = n;
+  h.algorithm = sim::Algorithm::hierarchical;
+  const sim::Network dgx = sim::network_of(sim::find_preset("dgx-v100"));
+  const std::vector<std::pair<sim::World, const sim::Network*>> cases{
+      {{1, 8}, &n}, {{2, 8}, &n}, {{2, 8}, &h}, {{4, 1}, &h}, {{128, 8}, &h}, {{1, 3}, &n}, {{1, 1}, &n}, {{1, 8}, &dgx}, {{1, 2}, &dgx}};
+  for (const auto& [w, net] : cases) {
+    for (double bytes : {4.0, 1e6, 13.5 * sim::kMiB, 100e6}) {
+      const auto ag = sim::half_allreduce(w, *net, bytes), rs = sim::half_allreduce(w, *net, bytes);
+      const auto ar = sim::allreduce(w, *net, bytes);
+      EXPECT_EQ(ag.latency_s + rs.latency_s, ar.latency_s) << w.nodes << "x" << w.gpus_per_node << " " << bytes;
+      EXPECT_EQ(ag.bandwidth_s + rs.bandwidth_s, ar.bandwidth_s) << w.nodes << "x" << w.gpus_per_node << " " << bytes;
+    }
+  }
+  // Two nodes of 8 on the flat ring: 15 steps at the slowest hop (20 us, 2 GB/s).
+  EXPECT_NEAR(sim::half_allreduce({2, 8}, n, 100e6).total(), 15 * 20e-6 + 15.0 / 16 * 100e6 / 2e9, 1e-12);
+}
+
+// No prefetch, 2 units on 2 ranks at 1 GB/s: each collective of a unit's 2 MB takes c = 1 ms
+// (one step of 1 MB). Forward 2 ms and backward 6 ms a unit (compute 16 ms), by hand:
+//   forward:  AG0 0-1, unit0 1-3; AG1 issued at 3, 3-4, unit1 4-6       waits 1 + 1
+//   backward: AG1 6-7, unit1 7-13, RS1 13-14; AG0 issued at 13, behind RS1: 14-15, unit0 15-21,
+//             RS0 21-22                                                   waits 1 + 2, tail 1
+// Every collective is exposed: the step is compute + 3 per unit, 16 + 6 = 22 ms; with 4 units
+// the same closed form, 32 + 12 = 44 ms. Nothing runs beside a collective, so the interference
+// changes nothing.
+TEST(DdpSim, FsdpWithoutPrefetchExposesEveryCollective) {
+  const sim::Network n = network(1e9, 1e9, 0, 0);
+  const auto r = sim::simulate_fsdp(equal_units(2, 2e6), {1, 2}, n, compute(16e-3), 0);
+  ASSERT_EQ(r.units.size(), 2u);
+  const auto& u0 = r.units[0];
+  const auto& u1 = r.units[1];
+  EXPECT_NEAR(u0.forward.end_s, 1e-3, 1e-15);
+  EXPECT_NEAR(u0.forward.wait_s(), 1e-3, 1e-15);
+  EXPECT_NEAR(u1.forward.issue_s, 3e-3, 1e-15);
+  EXPECT_NEAR(u1.forward.wait_s(), 1e-3, 1e-15);
+  EXPECT_NEAR(r.forward_end_s, 6e-3, 1e-15);
+  EXPECT_NEAR(u1.backward.end_s, 7e-3, 1e-15);
+  EXPECT_NEAR(u1.reduce_scatter_end_s, 14e-3, 1e-15);
+  EXPECT_NEAR(u0.backward.issue_s, 13e-3, 1e-15);
+  EXPECT_NEAR(u0.backward.start_s, 14e-3, 1e-15);  // behind unit 1's reduce-scatter: one channel
+  EXPECT_NEAR(u0.backward.wait_s(), 2e-3, 1e-15);
+  EXPECT_NEAR(r.backward_end_s, 21e-3, 1e-15);
+  EXPECT_NEAR(r.tail_s, 1e-3, 1e-15);
+  EXPECT_NEAR(r.step_s, 22e-3, 1e-15);
+  EXPECT_NEAR(r.allgather_s, 4e-3, 1e-15);
+  EXPECT_NEAR(r.reduce_scatter_s, 2e-3, 1e-15);
+  EXPECT_NEAR(r.exposed_comm_s, r.allgather_s + r.reduce_scatter_s, 1e-15);
+  for (const auto& u : r.units) EXPECT_FALSE(u.forward.in_time() || u.backward.in_time());
+  EXPECT_NEAR(sim::simulate_fsdp(equal_units(4, 2e6), {1, 2}, n, compute(32e-3), 0).step_s, 32e-3 + 12 * 1e-3, 1e-15);
+  sim::Options slowed = compute(16e-3);
+  slowed.interference = 1;
+  const auto s = sim::simulate_fsdp(equal_units(2, 2e6), {1, 2}, n, slowed, 0);
+  EXPECT_EQ(s.interference_s, 0);
+  EXPECT_EQ(s.step_s, r.step_s);
+}
+
+// Prefetch 1, the same 1 ms collectives, 4 units, compute longer than what the channel carries
+// beside it (forward 2 ms a unit beside one all-gather, backward 6 ms beside a reduce-scatter and
+// an all-gather): only each pass's first all-gather is exposed (nothing before it to hide
+// behind), and the last reduce-scatter, after backward: the step is 32 + 1 + 1 + 1 = 35 ms.
+// Beside a collective at half speed (interference 1): a forward unit with a 1 ms all-gather beside
+// it does 0.5 ms of its 2 in that time, and takes 2.5 ms (units 0-2; unit 3 prefetches nothing);
+// backward's middle units have 2 ms of collectives beside them and take 7 ms, its first and last
+// 1 ms (an all-gather; a reduce-scatter) and take 6.5: 1.5 + 3 ms more, a step of 39.5 ms.
+TEST(DdpSim, FsdpWithPrefetchExposesOnlyEachPassesFirstAllGather) {
+  const sim::Network n = network(1e9, 1e9, 0, 0);
+  const auto r = sim::simulate_fsdp(equal_units(4, 2e6), {1, 2}, n, compute(32e-3), 1);
+  ASSERT_EQ(r.units.size(), 4u);
+  EXPECT_NEAR(r.forward_wait_s, 1e-3, 1e-15);
+  EXPECT_NEAR(r.backward_wait_s, 1e-3, 1e-15);
+  EXPECT_NEAR(r.tail_s, 1e-3, 1e-15);
+  EXPECT_NEAR(r.step_s, 35e-3, 1e-15);
+  for (size_t u = 0; u < 4; ++u) {
+    EXPECT_EQ(r.units[u].forward.in_time(), u != 0) << u;
+    EXPECT_EQ(r.units[u].backward.in_time(), u != 3) << u;
+  }
+  EXPECT_NEAR(r.units[1].forward.issue_s, r.units[0].forward.compute_start_s, 1e-15);  // issued as unit 0 starts
+  EXPECT_NEAR(r.units[2].backward.issue_s, r.units[3].backward.compute_start_s, 1e-15);
+  // A deeper prefetch hides nothing more here: every all-gather but the first was in time.
+  EXPECT_NEAR(sim::simulate_fsdp(equal_units(4, 2e6), {1, 2}, n, compute(32e-3), 3).step_s, 35e-3, 1e-15);
+  sim::Options slowed = compute(32e-3);
+  slowed.interference = 1;
+  const auto s = sim::simulate_fsdp(equal_units(4, 2e6), {1, 2}, n, slowed, 1);
+  EXPECT_NEAR(s.interference_s, 4.5e-3, 1e-15);
+  EXPECT_NEAR(s.step_s, 39.5e-3, 1e-15);
+  EXPECT_NEAR(s.exposed_comm_s, 3e-3, 1e-15);
+  EXPECT_THROW(sim::simulate_fsdp(equal_units(4, 2e6), {1, 2}, n, compute(32e-3), -1), std::invalid_argument);
+  slowed.allreduce_slowdown = 0.5;
+  EXPECT_THROW(sim::simulate_fsdp(equal_units(4, 2e6), {1, 2}, n, slowed, 1), std::invalid_argument);
+}
+
+// One rank has nothing to gather or scatter: the step is its compute. Layers without parameters
+// (tiny's relu) are no unit. On a free network (no latency, infinite bandwidth) of 8 ranks the
+// step is the compute with the optimizer on 1/8 of the parameters.
+TEST(DdpSim, FsdpOnOneRankOrAFreeNetworkIsItsCompute) {
+  sim::Options o = compute(0.1);
+  o.optimizer_s = 0.016;
+  const sim::Profile p = tiny();
+  const auto one = sim::simulate_fsdp(p, {1, 1}, network(1e9, 1e9, 1e-5, 1e-5), o, 1);
+  ASSERT_EQ(one.units.size(), 3u);  // conv1, fc1, fc2
+  EXPECT_EQ(p.layers[one.units[1].layer].name, "fc1");
+  EXPECT_EQ(one.units[1].bytes, 2097152u + 4096u);
+  EXPECT_EQ(one.allgather_s, 0);
+  EXPECT_EQ(one.reduce_scatter_s, 0);
+  EXPECT_EQ(one.exposed_comm_s, 0);
+  EXPECT_NEAR(one.step_s, 0.1, 1e-15);
+  for (const auto& u : one.units) EXPECT_TRUE(u.forward.in_time() && u.backward.in_time());
+  const auto free = sim::simulate_fsdp(p, {2, 4}, network(INFINITY, INFINITY, 0, 0), o, 0);
+  EXPECT_EQ(free.exposed_comm_s, 0);
+  EXPECT_NEAR(free.optimizer_s, 0.002, 1e-18);
+  EXPECT_NEAR(free.step_s, 0.1 - 0.016 + 0.002, 1e-15);
+}
+
+TEST(DdpSim, TheToolPlaysOutAnFsdpStepAndRefusesABadPrefetch) {
+  const std::string dir = temp_dir();
+  const std::string good = dir + "/tiny.json";
+  std::ofstream(good) << tiny_json().dump();
+  const std::vector<std::string> base{"ddp_sim", "--compute-ms", "14", "--profile", good, "--nodes", "2", "--gpus-per-node", "8"};
+  const ProcResult ok = run_one({plus(base, {"--preset", "a100-8", "--fsdp", "--prefetch", "2", "--trace", dir + "/fsdp.json"})}, 30);
+  ASSERT_EQ(ok.exit_code, 0) << ok.output;
+  for (const std::string& line : std::vector<std::string>{"fsdp: 3 units (the layers with parameters", "prefetch 2", "step: ",
+                                                          "forward: ", "backward: ", "all-gather: ", "reduce-scatter: ",
+                                                          "exposed ", "DDP, the same step: ", "FSDP / DDP: ", "trace: " + dir + "/fsdp.json"}) {
+    EXPECT_NE(ok.output.find(line), std::string::npos) << line << "\n" << ok.output;
+  }
+  EXPECT_GT(ddp::read_trace_events(dir + "/fsdp.json").size(), 10u);
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused{
+      {{"--fsdp", "--prefetch", "-1"}, "--prefetch"},
+      {{"--fsdp", "--prefetch", "one"}, "--prefetch"},
+      {{"--prefetch", "1"}, "--prefetch: only with --fsdp"},
+      {{"--fsdp", "--allreduce-slowdown", "0.5"}, "--allreduce-slowdown"}};
+  for (const auto& [flags, named] : refused) {
+    const ProcResult r = run_one({plus(base, flags)}, 30);
+    EXPECT_EQ(r.exit_code, 2) << flags[1] << "\n" << r.output;
+    EXPECT_NE(r.output.find(named), std::string::npos) << r.output;
+  }
+}
+
+// bench/README.md's FSDP example (its section "One FSDP step"): the first block is the command and
+// its output trimmed, the second the same command at --prefetch 2, trimmed to its summary. Every
+// line they show is a line the tool prints (all but the marker of the trimmed units).
+TEST(DdpSim, TheFsdpExampleOnTheBenchPageIsWhatTheToolPrints) {
+  std::ifstream in(std::string(DDP_SOURCE_DIR) + "/bench/README.md");
+  std::vector<std::vector<std::string>> blocks;
+  bool section = false, inside = false;
+  for (std::string l; std::getline(in, l);) {
+    if (l.rfind("#", 0) == 0) section = l == "### One FSDP step (`ddp_sim --fsdp`)";
+    if (!section || l.rfind("```", 0) != 0) {
+      if (section && inside) blocks.back().push_back(l);
+      continue;
+    }
+    inside = !inside;
+    if (inside) blocks.emplace_back();
+  }
+  ASSERT_EQ(blocks.size(), 2u) << "bench/README.md: the FSDP section's two blocks";
+  const std::string command = "$ ./build-cpu/ddp_sim --model resnet50 --preset dgx-v100 --compute-ms 97 --nodes 2 --gpus-per-node 8 --fsdp";
+  ASSERT_EQ(blocks[0].front(), command + " --prefetch 1");
+  const std::vector<std::string> base{"ddp_sim", "--profiles-dir", std::string(DDP_SOURCE_DIR) + "/bench/profiles", "--model", "resnet50",
+                                      "--preset", "dgx-v100", "--compute-ms", "97", "--nodes", "2", "--gpus-per-node", "8", "--fsdp"};
+  for (int k = 0; k < 2; ++k) {
+    const ProcResult r = run_one({plus(base, {"--prefetch", k == 0 ? "1" : "2"})}, 30);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    std::set<std::string> printed;
+    std::istringstream lines(r.output);
+    for (std::string l; std::getline(lines, l);) printed.insert(l);
+    for (size_t i = k == 0 ? 1 : 0; i < blocks[k].size(); ++i) {
+      if (blocks[k][i] == "   ... (units 6 to 103)") continue;
+      EXPECT_TRUE(printed.count(blocks[k][i])) << "bench/README.md, FSDP block " << k + 1 << ", not printed:\n" << blocks[k][i] << "\n" << r.output;
+    }
+  }
 }

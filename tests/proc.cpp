@@ -230,11 +230,23 @@ std::vector<std::string> small_run(const std::string& out) {
           "--log-every", "10", "--timeout", "20", "--out", out};
 }
 
-ProcResult trainer(int world, const std::vector<std::string>& args, double deadline_s,
-                   const std::map<std::string, std::string>& env) {
-  ProcSpec s{{"05_ddp", "--nproc-per-node", std::to_string(world)}, env};
+namespace {
+ProcResult chapter_run(const std::string& program, int world, const std::vector<std::string>& args, double deadline_s,
+                       const std::map<std::string, std::string>& env) {
+  ProcSpec s{{program, "--nproc-per-node", std::to_string(world)}, env};
   s.argv.insert(s.argv.end(), args.begin(), args.end());
   return run_one(s, deadline_s);
+}
+}  // namespace
+
+ProcResult trainer(int world, const std::vector<std::string>& args, double deadline_s,
+                   const std::map<std::string, std::string>& env) {
+  return chapter_run("05_ddp", world, args, deadline_s, env);
+}
+
+ProcResult fsdp_trainer(int world, const std::vector<std::string>& args, double deadline_s,
+                        const std::map<std::string, std::string>& env) {
+  return chapter_run("07_fsdp", world, args, deadline_s, env);
 }
 
 }  // namespace ddp_test

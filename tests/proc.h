@@ -62,5 +62,8 @@ std::vector<std::string> small_run(const std::string& out);
 // 05_ddp --nproc-per-node `world` with `args`, in the environment given (added to run_one's).
 ProcResult trainer(int world, const std::vector<std::string>& args, double deadline_s = 120,
                    const std::map<std::string, std::string>& env = {});
+// The same with 07_fsdp.
+ProcResult fsdp_trainer(int world, const std::vector<std::string>& args, double deadline_s = 120,
+                        const std::map<std::string, std::string>& env = {});
 
 }  // namespace ddp_test

@@ -37,7 +37,7 @@ def load_time_env(env):
     return {k: v for k, v in env.items() if k.startswith(LOAD_TIME)}
 
 
-SCRIPTS = ("trainer_reference.py", "ddp_reference.py")  # chapter 05's reference, chapters 03-04's
+SCRIPTS = ("trainer_reference.py", "ddp_reference.py", "fsdp_reference.py")  # chapter 05's reference, 03-04's, 07's
 
 
 def run_case(conn, request, started_with):

@@ -41,7 +41,7 @@ def load_list(path):
     return list(torch.load(path))
 
 
-def compare(ours, theirs, what, world_size, tolerance):
+def compare(ours, theirs, what, world_size, tolerance, reference="PyTorch DDP"):
     """Prints the verdict line the C++ tests look for; returns the exit code (0 within tolerance)."""
     if len(ours) != len(theirs) or any(a.shape != b.shape for a, b in zip(ours, theirs)):
         print(f"{what}: parameter lists differ in shape")
@@ -49,6 +49,6 @@ def compare(ours, theirs, what, world_size, tolerance):
     diff = max((a - b).abs().max().item() for a, b in zip(ours, theirs))
     identical = all(torch.equal(a, b) for a, b in zip(ours, theirs))
     verdict = "OK" if diff <= tolerance else "FAILED"
-    print(f"torch {torch.__version__}: PyTorch DDP vs C++ ({what}) at world size {world_size}: "
+    print(f"torch {torch.__version__}: {reference} vs C++ ({what}) at world size {world_size}: "
           f"max |diff| = {diff:.3g}, bit-identical: {'yes' if identical else 'no'}, tolerance {tolerance:g}: {verdict}")
     return 0 if diff <= tolerance else 1

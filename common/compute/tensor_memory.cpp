@@ -6,7 +6,10 @@
 
 #include <atomic>
 #include <cstdio>
+#include <mutex>
 #include <new>
+#include <stdexcept>
+#include <unordered_map>
 
 #include "common/basics/errors.h"
 
@@ -15,6 +18,25 @@ namespace {
 
 std::atomic<int64_t> g_held{0}, g_peak{0}, g_limit{0};  // bytes; limit 0: none
 std::atomic<bool> g_started{false};
+
+// Its memory is the base allocator's raw memory, the pointer its own context, and raw_deleter()
+// says how to free it: some kernels (oneDNN's convolutions) allocate raw through the CPU
+// allocator and insist on that. The size of each block is kept in a table to count its freeing.
+std::mutex g_sizes_mutex;
+std::unordered_map<void*, int64_t>* g_sizes = new std::unordered_map<void*, int64_t>();  // never freed: see start()
+c10::DeleterFnPtr g_base_free = nullptr;
+
+void release(void* data) {
+  if (data != nullptr) {
+    std::lock_guard<std::mutex> lock(g_sizes_mutex);
+    auto it = g_sizes->find(data);
+    if (it != g_sizes->end()) {
+      g_held.fetch_sub(it->second);
+      g_sizes->erase(it);
+    }
+  }
+  g_base_free(data);
+}
 
 class CountingAllocator final : public c10::Allocator {
  public:
@@ -38,26 +60,22 @@ class CountingAllocator final : public c10::Allocator {
     int64_t peak = g_peak.load();
     while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
     }
-    auto* held = new Held{base_->allocate(n), bytes};
-    void* data = held->inner.get();
-    const c10::Device device = held->inner.device();
-    return {data, held, &release, device};
+    void* data = base_->raw_allocate(n);
+    if (data != nullptr) {
+      std::lock_guard<std::mutex> lock(g_sizes_mutex);
+      (*g_sizes)[data] = bytes;
+    } else {
+      g_held.fetch_sub(bytes);
+    }
+    return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
   }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
 
 #if TORCH_VERSION_MAJOR >= 2
   void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
 #endif
 
  private:
-  struct Held {
-    c10::DataPtr inner;  // the base allocator's memory, freed with it
-    int64_t bytes;
-  };
-  static void release(void* context) {
-    auto* held = static_cast<Held*>(context);
-    g_held.fetch_sub(held->bytes);
-    delete held;
-  }
   c10::Allocator* base_;
 };
 
@@ -73,7 +91,10 @@ void TensorMemory::start(std::optional<double> limit) {
   g_limit = limit ? static_cast<int64_t>(*limit * 1024 * 1024) : 0;
   if (!g_started.exchange(true)) {
     // Never freed: every tensor it allocated calls back into it when freed, to the process's end.
-    static CountingAllocator* counting = new CountingAllocator(c10::GetCPUAllocator());
+    c10::Allocator* base = c10::GetCPUAllocator();
+    g_base_free = base->raw_deleter();
+    if (g_base_free == nullptr) throw std::logic_error("the CPU allocator frees no raw memory: it cannot be counted");
+    static CountingAllocator* counting = new CountingAllocator(base);
     c10::SetCPUAllocator(counting, /*priority=*/1);
   }
   reset_peak();

@@ -1,0 +1,114 @@
+"""PyTorch's own fully_shard (FSDP2) running chapter 07's training, as a reference.
+
+The same model (loaded with the initial parameters the C++ run saved with --save-init), the same
+Fashion-MNIST files, DistributedSampler and DataLoader, warm-up + cosine schedule and SGD with
+momentum or AdamW as 05's reference (trainer_reference.py), with each layer wrapped by
+fully_shard() as 07_fsdp cuts the model into units, and gradient accumulation with
+set_requires_gradient_sync(False) on all but the last micro-batch, as 07's no_sync(). Compares
+the final parameters (gathered whole: full_tensor()) with the C++ run's (--compare) and prints
+the largest absolute difference. Exit code 0 when it is at most --tolerance, 1 otherwise, 2 on
+bad input or a PyTorch without fully_shard (1.13: FSDP2 came in 2.4 and torch.distributed.fsdp's
+fully_shard in 2.6).
+"""
+import argparse
+import datetime
+import faulthandler
+import os
+import signal
+import sys
+import tempfile
+
+import trainer_reference as tr  # first: it sets OPENBLAS_NUM_THREADS before torch loads
+
+import torch  # noqa: E402
+import torch.distributed as dist
+from torch import nn
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+from reference_util import compare, leave, load_list, run_ranks
+
+UNITS = {"mlp": ["fc1", "fc2", "fc3"], "cnn": ["conv1", "conv2", "fc1", "fc2"]}  # as 07_fsdp/units.h
+
+
+def worker(rank, a, store_file, out_file):
+    from torch.distributed.fsdp import fully_shard
+    faulthandler.register(signal.SIGALRM, all_threads=True)
+    signal.alarm(38)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method="file://" + store_file, rank=rank, world_size=a.world_size,
+                            timeout=datetime.timedelta(seconds=40))
+    images, labels = tr.load_split(a.data_dir, True, a.train_samples)
+    model = tr.MODELS[a.model]()
+    with torch.no_grad():
+        for p, t in zip(model.parameters(), load_list(a.init)):
+            p.copy_(t)
+    for name in UNITS[a.model]:
+        fully_shard(getattr(model, name))
+    fully_shard(model)
+    # foreach=False: the per-parameter loop, which PyTorch picks for CPU tensors anyway.
+    if a.optimizer == "adamw":
+        opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=a.weight_decay, foreach=False)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay, foreach=False)
+    sampler = DistributedSampler(TensorDataset(images, labels), shuffle=True, seed=a.seed)
+    loader = DataLoader(TensorDataset(images, labels), batch_size=a.batch_size, sampler=sampler)
+    batches = len(loader)
+    steps_per_epoch = (batches + a.grad_accum - 1) // a.grad_accum
+    total = min(a.epochs * steps_per_epoch, a.max_steps)
+    epoch_batches = None
+    for step in range(total):
+        epoch, in_epoch = divmod(step, steps_per_epoch)
+        if epoch_batches is None or in_epoch == 0:
+            sampler.set_epoch(epoch)
+            epoch_batches = list(loader)
+        first, last = in_epoch * a.grad_accum, min(batches, (in_epoch + 1) * a.grad_accum)
+        for g in opt.param_groups:
+            g["lr"] = tr.learning_rate(a, step, total)
+        opt.zero_grad()
+        micro = [epoch_batches[b] for b in range(first, last)]
+        for k, (x, y) in enumerate(micro):
+            model.set_requires_gradient_sync(k + 1 == len(micro))
+            (nn.functional.cross_entropy(model(x), y) / float(len(micro))).backward()
+        opt.step()
+    whole = [p.full_tensor().detach().clone() for p in model.parameters()]  # every rank takes part
+    if rank == 0:
+        torch.save(whole, out_file)
+    leave()
+
+
+def main():
+    faulthandler.dump_traceback_later(40, exit=True)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--init", required=True)
+    ap.add_argument("--compare", required=True)
+    ap.add_argument("--world-size", type=int, default=2)
+    ap.add_argument("--model", default="mlp", choices=list(UNITS))
+    ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--train-samples", type=int, default=0)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--max-steps", type=int, default=10**9)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--grad-accum", type=int, default=1)
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
+    ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--warmup-steps", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tolerance", type=float, default=0.0)
+    a = ap.parse_args()
+    try:
+        from torch.distributed.fsdp import fully_shard  # noqa: F401
+    except Exception as e:  # 1.13's torch.distributed.fsdp does not even import on Python 3.11 (a dataclass error)
+        print(f"torch {torch.__version__} has no torch.distributed.fsdp.fully_shard (2.6 and later have): "
+              f"{type(e).__name__}: {str(e)[:120]}")
+        return 2
+    with tempfile.TemporaryDirectory() as tmp:
+        out_file = os.path.join(tmp, "final.pt")
+        run_ranks(worker, (a, os.path.join(tmp, "store"), out_file), a.world_size)
+        theirs = load_list(out_file)
+    return compare(load_list(a.compare), theirs, "07_fsdp " + a.model, a.world_size, a.tolerance, reference="PyTorch fully_shard")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

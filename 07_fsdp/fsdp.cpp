@@ -95,7 +95,8 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::vector<UnitSpec> units, 
 }
 
 int FullyShardedDataParallel::tag(size_t u, int kind) const {
-  return 100 + static_cast<int>(2 * u + kind) * (group_.size() + 1);  // each collective its own range of ring steps
+  const int n = group_.size();  // each collective its own range of tags: n-1 ring steps, n x n re-cut pairs
+  return 100 + static_cast<int>(2 * u + kind) * (n + n * n + 1);
 }
 
 void FullyShardedDataParallel::issue_all_gather(size_t u) {
@@ -106,16 +107,24 @@ void FullyShardedDataParallel::issue_all_gather(size_t u) {
   torch::Tensor in = unit.shard, out = unit.gathered;
   const int t = tag(u, 0);
   const Collectives how = collectives_;
-  // On a thread of its own, so that the caller computes meanwhile (Note [Prefetch]).
-  unit.gathering = std::async(std::launch::async, [pg, in, out, t, how]() mutable -> int64_t {
-    if (how == Collectives::kRing) return ring_all_gather(*pg, in, out, t);
+  if (how == Collectives::kRing) {
+    // On a thread of its own, so that the caller computes meanwhile (Note [Prefetch]). Its
+    // sends and receives carry tags of their own: they cannot meet another collective's.
+    unit.gathering = std::async(std::launch::async, [pg, in, out, t]() mutable { return ring_all_gather(*pg, in, out, t); });
+    return;
+  }
 #if TORCH_VERSION_MAJOR >= 2
-    pg->_allgather_base(out, in)->wait();
-    return (pg->getSize() - 1) * in.numel() * in.element_size();
-#else
-    throw std::logic_error("c10d's all-gather into one tensor is not in LibTorch 1.13");
-#endif
+  // c10d's collectives run on the backend's own threads already; but each rank must start them in
+  // one order (Gloo pairs them by a counter), so they are started here, on the caller's thread,
+  // and only the wait is left for later.
+  c10::intrusive_ptr<c10d::Work> work = pg->_allgather_base(out, in);
+  unit.gathering = std::async(std::launch::deferred, [work] {
+    work->wait();
+    return int64_t{0};  // the backend's bytes, not counted here
   });
+#else
+  throw std::logic_error("c10d's all-gather into one tensor is not in LibTorch 1.13");
+#endif
 }
 
 void FullyShardedDataParallel::unshard(size_t u) {
@@ -206,13 +215,12 @@ void FullyShardedDataParallel::post_backward(size_t u) {
   }
   torch::Tensor mine = torch::empty({unit.shard_numel}, unit.shard.options());
   if (collectives_ == Collectives::kRing) {
-    bytes_sent_ += ring_reduce_scatter_avg(*group_.pg, in, mine, tag(u, 1));
+    bytes_sent_ += ring_reduce_scatter_avg(*group_.pg, in, mine, tag(u, 1), &recut_bytes_);
   } else {
 #if TORCH_VERSION_MAJOR >= 2
     c10d::ReduceScatterOptions avg;
     avg.reduceOp = c10d::ReduceOp::AVG;
-    group_.pg->_reduce_scatter_base(mine, in, avg)->wait();
-    bytes_sent_ += (world - 1) * mine.numel() * mine.element_size();
+    group_.pg->_reduce_scatter_base(mine, in, avg)->wait();  // its bytes are the backend's, not counted here
 #endif
   }
   // This rank's rows of each averaged gradient: its shard's .grad(), added as autograd would.

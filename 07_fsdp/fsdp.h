@@ -77,6 +77,7 @@ class FullyShardedDataParallel {
   // For the log: "3 units: fc1 (401920 elements, 200960 a rank), ...".
   std::string describe() const;
   int64_t bytes_sent() const { return bytes_sent_; }  // by this rank's collectives, since the start
+  int64_t recut_bytes() const { return recut_bytes_; }  // of them, the re-cuts' (Note [Summing in Gloo's order])
 
  private:
   struct Unit {
@@ -108,7 +109,7 @@ class FullyShardedDataParallel {
   int prefetch_;
   bool sync_ = true;
   bool in_backward_ = false;
-  int64_t bytes_sent_ = 0;
+  int64_t bytes_sent_ = 0, recut_bytes_ = 0;
 };
 
 }  // namespace ch07

@@ -11,13 +11,14 @@ int64_t exchange(ddp::Backend& pg, const torch::Tensor& out, const torch::Tensor
   const int n = pg.getSize(), rank = pg.getRank();
   std::vector<torch::Tensor> to{out}, from{in};
   c10::intrusive_ptr<c10d::Work> send, recv;
-  auto post_send = [&] { send = pg.send(to, (rank - 1 + n) % n, tag); };
-  auto post_recv = [&] { recv = pg.recv(from, (rank + 1) % n, tag); };
+  // An empty piece is neither sent nor received: both sides know its size.
+  auto post_send = [&] { if (out.numel() > 0) send = pg.send(to, (rank - 1 + n) % n, tag); };
+  auto post_recv = [&] { if (in.numel() > 0) recv = pg.recv(from, (rank + 1) % n, tag); };
   if (rank % 2 == 0) post_send(), post_recv();
   else post_recv(), post_send();
-  send->wait();  // wait(): the group's --timeout
-  recv->wait();
-  return out.numel() * out.element_size();
+  if (send) send->wait();  // wait(): the group's --timeout
+  if (recv) recv->wait();
+  return send ? out.numel() * out.element_size() : 0;
 }
 
 }  // namespace
@@ -29,25 +30,64 @@ int64_t ring_all_gather(ddp::Backend& pg, const torch::Tensor& shard, const torc
   chunk(rank).copy_(shard.view(-1));
   int64_t sent = 0;
   // Step s: pass on the chunk received last (at s = 0 our own), receive the next one in place.
-  for (int s = 0; s < n - 1 && size > 0; ++s) sent += exchange(pg, chunk(rank + s), chunk(rank + s + 1), tag + s);
+  for (int s = 0; s < n - 1; ++s) sent += exchange(pg, chunk(rank + s), chunk(rank + s + 1), tag + s);
   return sent;
 }
 
-int64_t ring_reduce_scatter_avg(ddp::Backend& pg, const torch::Tensor& in, const torch::Tensor& out, int tag) {
+int64_t ring_reduce_scatter_avg(ddp::Backend& pg, const torch::Tensor& in, const torch::Tensor& out, int tag, int64_t* recut) {
   const int n = pg.getSize(), rank = pg.getRank();
-  const int64_t size = out.numel();
-  auto chunk = [&](int k) { return in.view(-1).narrow(0, ((k % n + n) % n) * size, size); };
+  const int64_t size = out.numel(), total = in.numel();
+  torch::Tensor flat = in.view(-1);
+  // Gloo's groups (Note [Summing in Gloo's order]): group k is [k G, (k+1) G), cut at the end.
+  const int64_t group = gloo_group_elements(total, n, in.element_size());
+  auto part = [&](int64_t from, int64_t to) {
+    from = std::min(from, total), to = std::clamp(to, from, total);
+    return flat.narrow(0, from, to - from);
+  };
+  auto group_of = [&](int k) {
+    k = (k % n + n) % n;
+    return part(k * group, (k + 1) * group);
+  };
   int64_t sent = 0;
-  torch::Tensor incoming = torch::empty({size}, in.options());
-  // Step s: send our partial sum of chunk rank+1+s (at s = 0 our own gradient) to rank-1;
-  // receive rank+1's partial of chunk rank+2+s and add our own to it. After n-1 steps the
-  // chunk we received last is ours, rank + n, summed over every rank.
-  for (int s = 0; s < n - 1 && size > 0; ++s) {
-    sent += exchange(pg, chunk(rank + 1 + s), incoming, tag + s);
-    chunk(rank + 2 + s).add_(incoming);
+  torch::Tensor incoming = torch::empty({group}, in.options());
+  // Step s: send our partial sum of group rank+1+s (at s = 0 our own gradient) to rank-1;
+  // receive rank+1's partial of group rank+2+s and add our own to it. After n-1 steps the
+  // group we received last is ours, rank + n, summed over every rank. (A group past the end of
+  // a small tensor is empty: neither side sends it.)
+  for (int s = 0; s < n - 1; ++s) {
+    torch::Tensor mine = group_of(rank + 2 + s), theirs = incoming.narrow(0, 0, mine.numel());
+    sent += exchange(pg, group_of(rank + 1 + s), theirs, tag + s);
+    mine.add_(theirs);
   }
-  out.view(-1).copy_(chunk(rank)).div_(n);  // AVG: the sum, then divided by n, as Gloo's
-  return sent;
+  // Re-cut: chunk r (what rank r owns) is [r size, (r+1) size); the rows of it that fell in
+  // another rank's group come from that rank, every pair in one order on every rank.
+  int64_t moved = 0;
+  for (int from = 0; from < n; ++from) {
+    for (int to = 0; to < n; ++to) {
+      const int64_t lo = std::max(from * group, to * size), hi = std::min((from + 1) * group, (to + 1) * size);
+      if (from == to || hi <= lo || (rank != from && rank != to)) continue;
+      std::vector<torch::Tensor> piece{part(lo, hi)};
+      if (rank == from) {
+        pg.send(piece, to, tag + n + from * n + to)->wait();
+        moved += piece[0].numel() * piece[0].element_size();
+      } else {
+        pg.recv(piece, from, tag + n + from * n + to)->wait();
+      }
+    }
+  }
+  if (recut) *recut += moved;
+  out.view(-1).copy_(part(rank * size, (rank + 1) * size)).div_(n);  // AVG: the sum, then divided by n, as Gloo's
+  return sent + moved;
+}
+
+int64_t gloo_group_elements(int64_t elements, int n, int64_t element_size) {
+  const int64_t bytes = elements * element_size, max_segment = (int64_t{1} << 20) / element_size * element_size;
+  // gloo/allreduce.cc: a segment is bytes / 2n rounded up, at most 1 MiB, a whole number of
+  // elements; the segments are at least 2n, as many for every rank.
+  const int64_t segment = (std::min((bytes + 2 * n - 1) / (2 * n), max_segment) + element_size - 1) / element_size * element_size;
+  const int64_t segments = std::max((bytes + segment - 1) / segment, int64_t{2} * n);
+  const int64_t per_rank = (segments + n - 1) / n;
+  return per_rank * segment / element_size;
 }
 
 }  // namespace ch07

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "05_ddp/trainer/adamw.h"
 #include "05_ddp/trainer/sgd.h"
 
 namespace ddp {
@@ -29,7 +30,8 @@ double learning_rate(const TrainerOptions& o, int64_t step, int64_t total) {
 OptimizerFactory optimizer_factory(const TrainerOptions& o) {
   return [o](const std::vector<torch::Tensor>& some) -> std::unique_ptr<torch::optim::Optimizer> {
     if (o.optimizer == "adamw") {
-      return std::make_unique<torch::optim::AdamW>(some, torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay));
+      // LibTorch's AdamW, stepping as Python's of the same version: Note [AdamW as Python steps it].
+      return std::make_unique<AdamW>(some, torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay));
     }
     // LibTorch's SGD, stepping every parameter in one launch: Note [One launch for all parameters].
     return std::make_unique<ForeachSgd>(some, torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));

@@ -38,6 +38,7 @@
 #include "05_ddp/trainer/validation.h"
 #include "common/basics/failure.h"
 #include "common/compute/reproducible.h"
+#include "common/compute/tensor_memory.h"
 #include "common/data/fashion_mnist.h"
 #include "common/data/sampler.h"
 #include "common/data/toy_task.h"
@@ -71,6 +72,7 @@ int main(int argc, char** argv) {
     ddp::log0("compute: " + ddp::describe_compute(device) + (o.deterministic == "on" ? ", deterministic" : ", --deterministic off"));
     ddp::log0("data: " + std::to_string(train.size()) + " train / " + std::to_string(test.size()) + " test images from " + train.source);
     ddp::DeviceBatches batches(train, device);  // once on the GPU when it fits: Note [The data path on a GPU]
+    ddp::TensorMemory::start(o.memory_limit_mb);  // past the lesson: this rank's tensors counted from here (07's lesson)
     ddp::DistributedSampler sampler(train.size(), rank, world, /*shuffle=*/true, o.seed);
     const int64_t n_batches = (sampler.num_samples() + o.batch_size - 1) / o.batch_size;  // per epoch, last one short
     const int64_t steps_per_epoch = (n_batches + o.grad_accum - 1) / o.grad_accum;

@@ -19,17 +19,13 @@ void add_fsdp_flags(CLI::App& app, FsdpFlags& f) {
                  "ring: the ring's two halves of ring_halves.h; c10d: the process group's all_gather_into_tensor and "
                  "reduce_scatter_tensor (LibTorch 2.x)")
       ->transform(CLI::CheckedTransformer(kinds, CLI::ignore_case));
-  app.add_option("--memory-limit-mb", f.memory_limit_mb,
-                 "Fail an allocation past this many MiB of tensors per rank, as a full GPU does (Note [A memory limit on a CPU])")
-      ->check(CLI::PositiveNumber);
 }
 
 void refuse_what_07_does_not_do(const CLI::App& app, const FsdpFlags& f) {
   static const char* const kDdpOnly[] = {
-      "--sync-bn", "--global-batch", "--bucket-cap-mb", "--one-bucket", "--find-unused-parameters", "--uneven-shards", "--join",
+      "--sync-bn", "--bucket-cap-mb", "--one-bucket", "--find-unused-parameters", "--uneven-shards", "--join",
       "--divide-by-live-ranks", "--gradient-as-bucket-view", "--zero", "--comm-hook", "--powersgd-rank",
-      "--powersgd-start-iter", "--amp", "--eval-only", "--kill-rank", "--kill-at-step", "--kill-node", "--straggle-rank",
-      "--straggle-ms", "--skip-rank", "--skip-at-step", "--record-samples", "--trace", "--requeue-signal", "--drill-after",
+      "--powersgd-start-iter", "--amp", "--eval-only", "--skip-rank", "--skip-at-step", "--record-samples", "--trace", "--requeue-signal", "--drill-after",
       "--drill-at-step"};
   for (const char* name : kDdpOnly) {
     if (app.count(name) > 0) {

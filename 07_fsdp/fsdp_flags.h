@@ -1,9 +1,7 @@
-// defines: 07's own flags (--prefetch, --collectives, --memory-limit-mb) beside 05's trainer
+// defines: 07's own flags (--prefetch, --collectives) beside 05's trainer
 // flags, and the refusal of 05's flags for what 07 does not do.
 #pragma once
 #include <CLI/CLI.hpp>
-
-#include <optional>
 
 #include "07_fsdp/fsdp.h"
 
@@ -12,7 +10,6 @@ namespace ch07 {
 struct FsdpFlags {
   int prefetch = 1;  // Note [Prefetch]
   Collectives collectives = Collectives::kRing;
-  std::optional<double> memory_limit_mb;  // Note [A memory limit on a CPU]
 };
 
 void add_fsdp_flags(CLI::App& app, FsdpFlags& f);

@@ -14,6 +14,8 @@
 // Expected output (./build-cpu/07_fsdp --nproc-per-node 2 --max-steps 300 --log-every 100; trimmed):
 //   EXPECTED_OUTPUT
 
+#include "05_ddp/beyond/elastic.h"
+#include "05_ddp/beyond/faults.h"
 #include "05_ddp/trainer/batches.h"
 #include "05_ddp/trainer/launch.h"
 #include "05_ddp/trainer/metrics.h"
@@ -38,10 +40,9 @@ int main(int argc, char** argv) {
   ddp::add_common_flags(app, flags);
   ddp::TrainerOptions o;
   ddp::add_trainer_options(app, o);
-  ch07::FsdpFlags f;  // FSDP: --prefetch, --collectives, --memory-limit-mb (fsdp_flags.h)
+  ch07::FsdpFlags f;  // FSDP: --prefetch, --collectives (fsdp_flags.h)
   ch07::add_fsdp_flags(app, f);
   ddp::parse_flags(app, argc, argv);
-  ch07::refuse_what_07_does_not_do(app, f);  // 05's flags for its extras: exit 2, named
 
   auto one_rank = [&] {
     ddp::make_reproducible(o.deterministic == "on");
@@ -52,13 +53,15 @@ int main(int argc, char** argv) {
     ddp::Group& group = *joined;
     const int rank = group.rank(), world = group.size();
     const torch::Device device = ddp::device_for(group.info);
+    ddp::split_global_batch(o, world);  // past the lesson: --global-batch, the batch size follows the world (05's)
+    ddp::Faults faults(o, rank, world);  // past the lesson: --kill-rank, --straggle-rank (05's faults.h)
     ddp::RunOutput out(ddp::run_folder(o, "07_fsdp"), group, device);
 
     // 2. Data: every rank holds the whole set; the sampler picks this rank's share.
     auto [train, test] = ddp::load_datasets(o);
     ddp::log0("data: " + std::to_string(train.size()) + " train / " + std::to_string(test.size()) + " test images from " + train.source);
     ddp::DeviceBatches batches(train, device);
-    ddp::TensorMemory::start(f.memory_limit_mb);  // FSDP: from here on this rank's tensors are counted (and limited)
+    ddp::TensorMemory::start(o.memory_limit_mb);  // FSDP: from here on this rank's tensors are counted (and limited)
     ddp::DistributedSampler sampler(train.size(), rank, world, /*shuffle=*/true, o.seed);
     const int64_t n_batches = (sampler.num_samples() + o.batch_size - 1) / o.batch_size;
     const int64_t steps_per_epoch = (n_batches + o.grad_accum - 1) / o.grad_accum;
@@ -91,6 +94,7 @@ int main(int argc, char** argv) {
     std::vector<int64_t> order;
     int64_t sent_last_step = 0, recut_last_step = 0, last_micro_batches = 0;  // for the check, of the last step
     for (; step < total_steps; ++step) {
+      faults.before_step(step);
       const int64_t epoch = step / steps_per_epoch, in_epoch = step % steps_per_epoch;
       if (order.empty() || in_epoch == 0) {
         sampler.set_epoch(epoch);
@@ -129,6 +133,7 @@ int main(int argc, char** argv) {
         ddp::Progress::Pause paused(progress);
         checkpoints.save(step + 1);
       }
+      faults.after_step(step);  // past the lesson: --kill-rank's rank dies here
     }
     progress.summary();
 
@@ -160,5 +165,8 @@ int main(int argc, char** argv) {
     group.pg->barrier()->wait();
     return ddp::kExitOk;
   };
-  return ddp::guarded_main([&] { return o.nproc_per_node ? ddp::fork_ranks(argc, argv, flags, o, one_rank) : one_rank(); });
+  return ddp::guarded_main([&] {
+    ch07::refuse_what_07_does_not_do(app, f);  // 05's flags for its extras: exit 2, named
+    return o.nproc_per_node ? ddp::fork_ranks(argc, argv, flags, o, one_rank) : one_rank();
+  });
 }

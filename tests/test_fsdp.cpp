@@ -99,3 +99,164 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<FsdpParity>& i) { return i.param.name; });
 
 }  // namespace
+
+namespace {
+
+// The MLP at `world` ranks on 1000 images (fc1's rows padded at 3 ranks), 6 steps.
+std::vector<std::string> short_run(const std::string& out) {
+  return {"--train-samples", "1000", "--test-samples", "300", "--batch-size", "32", "--warmup-steps", "5", "--max-steps", "6",
+          "--timeout", "20", "--expect-accuracy", "0", "--out", out};
+}
+
+}  // namespace
+
+// Note [Prefetch]: --prefetch changes when an all-gather travels, never what; nor does the
+// choice between the ring's halves and c10d's own collectives (Note [Summing in Gloo's order]),
+// which LibTorch 1.13's Gloo lacks: there the flag is refused, naming why.
+TEST(Fsdp, PrefetchAndTheCollectivesChangeWhenNotWhat) {
+  const std::string dir = temp_dir();
+  std::set<std::string> prints;
+  for (const std::string prefetch : {"0", "1", "3"}) {
+    auto r = fsdp_trainer(3, plus(short_run(dir + "/p" + prefetch), {"--prefetch", prefetch}));
+    expect_ok(r);
+    prints.insert(fingerprint(r));
+  }
+  EXPECT_EQ(prints.size(), 1u) << "--prefetch changed the numbers";
+  auto c10d = fsdp_trainer(3, plus(short_run(dir + "/c10d"), {"--collectives", "c10d"}));
+  if (c10d.exit_code == 2) {
+    EXPECT_NE(c10d.output.find("--collectives c10d: LibTorch 1.13"), std::string::npos) << c10d.output;
+  } else {
+    expect_ok(c10d);
+    EXPECT_EQ(fingerprint(c10d), *prints.begin()) << "the ring and c10d's collectives summed differently";
+  }
+  std::system(("rm -rf " + dir).c_str());
+}
+
+// Note [Sharded checkpoints]: rank 1 killed after step 6 (checkpoints of steps 4 written by both
+// ranks); run again, each rank reads its own shard back and the run ends bit for bit where an
+// uninterrupted one does. The same files read at 4 ranks and at 1 put each parameter together
+// whole and cut it again: stopped at step 4 they hold step 4's parameters to the bit (the
+// warm-up makes step 4 the same in a run of 4 steps and of 12); trained on at 4 ranks they end
+// where the uninterrupted run does but for the order of 4 ranks' sums (the optimizer state
+// was cut again too: with it lost, AdamW's first step after the resume moves each weight by
+// about lr, 1e-3).
+TEST(Fsdp, KilledRunsResumeFromTheirShardsAtTheSameWorldOrAnother) {
+  const std::string base = temp_dir();
+  const std::vector<std::string> run = {"--train-samples", "2048", "--test-samples", "300", "--global-batch", "64", "--warmup-steps", "5",
+                                        "--timeout", "20", "--ckpt-every", "4", "--optimizer", "adamw", "--lr", "1e-3",
+                                        "--weight-decay", "0.01", "--expect-accuracy", "0"};
+  auto whole = fsdp_trainer(2, plus(run, {"--max-steps", "12", "--out", base + "/whole", "--save-params", base + "/whole.pt"}));
+  expect_ok(whole);
+  auto four = fsdp_trainer(2, plus(run, {"--max-steps", "4", "--out", base + "/four"}));
+  expect_ok(four);
+  auto killed = fsdp_trainer(2, plus(run, {"--max-steps", "12", "--out", base + "/killed", "--kill-rank", "1", "--kill-at-step", "6"}));
+  EXPECT_NE(killed.exit_code, 0) << killed.output;
+  for (const char* r : {"rank-0", "rank-1"}) {
+    ASSERT_FALSE(read_text(base + "/killed/checkpoints/" + r + "/ckpt-000000004.pt").empty()) << killed.output;
+  }
+  for (const char* copy : {"at4", "at1", "at4-on"}) std::system(("cp -r " + base + "/killed " + base + "/" + copy).c_str());
+
+  auto again = fsdp_trainer(2, plus(run, {"--max-steps", "12", "--out", base + "/killed"}));
+  expect_ok(again);
+  EXPECT_NE(again.output.find("resumed from the 2 shards of step 4"), std::string::npos) << again.output;
+  EXPECT_EQ(fingerprint(again), fingerprint(whole));
+
+  for (const auto& [world, folder] : {std::pair<int, std::string>{4, "at4"}, {1, "at1"}}) {
+    auto r = fsdp_trainer(world, plus(run, {"--max-steps", "4", "--out", base + "/" + folder}));
+    expect_ok(r);
+    EXPECT_NE(r.output.find("resumed from the 2 shards of step 4 (ckpt-000000004.pt), cut again for " + std::to_string(world) + " ranks"),
+              std::string::npos)
+        << r.output;
+    EXPECT_EQ(fingerprint(r), fingerprint(four)) << "at " << world << " ranks";
+  }
+#ifdef DDP_REFERENCE_PYTHON
+  auto on = fsdp_trainer(4, plus(run, {"--max-steps", "12", "--out", base + "/at4-on", "--save-params", base + "/at4-on.pt"}));
+  expect_ok(on);
+  ProcSpec diff{{DDP_REFERENCE_PYTHON, "-c",
+                 "import sys; sys.path.insert(0, '" + std::string(DDP_SOURCE_DIR) + "/tests'); from reference_util import load_list; "
+                 "a, b = load_list(sys.argv[1]), load_list(sys.argv[2]); "
+                 "print('max |diff|', max((x - y).abs().max().item() for x, y in zip(a, b)))",
+                 base + "/whole.pt", base + "/at4-on.pt"}};
+  auto d = run_one(diff, 60);
+  ASSERT_EQ(d.exit_code, 0) << d.output;
+  const double max_diff = std::stod(d.output.substr(d.output.find("max |diff|") + 11));
+  std::cout << "resumed at 4 ranks and trained on: " << max_diff << " from the uninterrupted 2-rank run\n";
+  EXPECT_LT(max_diff, 1e-6) << d.output;
+#else
+  std::cout << "no Python with PyTorch configured (DDP_REFERENCE_PYTHON): the run resumed at 4 ranks and trained on is not compared\n";
+#endif
+  std::system(("rm -rf " + base).c_str());
+}
+
+// A step is whole only with every rank's shard: one deleted, the resume skips to the step
+// before, saying which rank's file is missing. And a checkpoint of another run (Note [Never
+// lose a run]) is refused, exit 2, every file left as it was.
+TEST(Fsdp, AStepMissingAShardIsSkippedAndAnotherRunsIsRefusedIntact) {
+  const std::string out = temp_dir();
+  auto first = fsdp_trainer(2, plus(short_run(out), {"--ckpt-every", "2"}));
+  expect_ok(first);
+  const std::string newest = out + "/checkpoints/rank-1/ckpt-000000006.pt";
+  ASSERT_FALSE(read_text(newest).empty()) << first.output;
+  const std::string kept = read_text(out + "/checkpoints/rank-0/ckpt-000000006.pt");
+  auto cnn = fsdp_trainer(2, plus(short_run(out), {"--model", "cnn"}));
+  EXPECT_EQ(cnn.exit_code, 2) << cnn.output;
+  EXPECT_NE(cnn.output.find("refusing to resume from " + out + "/checkpoints/rank-0/ckpt-000000006.pt: it is intact but not this run's: "
+                            "it holds an mlp, this run builds an cnn (--model)"),
+            std::string::npos)
+      << cnn.output;
+  EXPECT_EQ(read_text(out + "/checkpoints/rank-0/ckpt-000000006.pt"), kept);
+  std::remove(newest.c_str());
+  auto resumed = fsdp_trainer(2, plus(short_run(out), {"--max-steps", "8"}));
+  expect_ok(resumed);
+  EXPECT_NE(resumed.output.find("rank 1's shard " + newest + " is missing"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from the 2 shards of step 4"), std::string::npos) << resumed.output;
+  std::system(("rm -rf " + out).c_str());
+}
+
+// Note [A memory limit on a CPU]: under 10 MiB of tensors a rank, the MLP with AdamW does not
+// fit one rank (its state alone is 8.2 MiB with the parameters and gradients: the run fails,
+// "out of memory", naming the sizes), nor four under DDP, each holding all of it; sharded over
+// four ranks it trains, each rank's peak under the limit.
+TEST(Fsdp, AModelThatDoesNotFitOneRanksMemoryTrainsWhenSharded) {
+  const std::string dir = temp_dir();
+  const std::vector<std::string> run = {"--train-samples", "2048", "--test-samples", "300", "--batch-size", "32", "--warmup-steps", "5",
+                                        "--max-steps", "3", "--optimizer", "adamw", "--lr", "1e-3", "--timeout", "20",
+                                        "--expect-accuracy", "0", "--memory-limit-mb", "10"};
+  auto one = fsdp_trainer(1, plus(run, {"--out", dir + "/one"}));
+  EXPECT_EQ(one.exit_code, 1) << one.output;
+  EXPECT_NE(one.output.find("out of memory (--memory-limit-mb 10.00 MiB): tried to allocate"), std::string::npos) << one.output;
+  auto ddp = trainer(4, plus(run, {"--out", dir + "/ddp"}));
+  EXPECT_NE(ddp.exit_code, 0) << ddp.output;
+  EXPECT_NE(ddp.output.find("out of memory (--memory-limit-mb 10.00 MiB)"), std::string::npos) << ddp.output;
+  auto sharded = fsdp_trainer(4, plus(run, {"--out", dir + "/fsdp"}));
+  expect_ok(sharded);
+  std::smatch m;
+  std::string rest = sharded.output;
+  int peaks = 0;
+  while (std::regex_search(rest, m, std::regex("peak of the tensors training allocated ([0-9.]+) MiB"))) {
+    EXPECT_LT(std::stod(m[1]), 10.0) << sharded.output;
+    ++peaks;
+    rest = m.suffix();
+  }
+  EXPECT_EQ(peaks, 4) << sharded.output;
+  std::system(("rm -rf " + dir).c_str());
+}
+
+// Bad input exits 2 naming it, before anything trains.
+TEST(Fsdp, BadFlagsAreRefusedWithExit2) {
+  const std::string dir = temp_dir();
+  struct Bad {
+    std::vector<std::string> flags;
+    std::string says;
+  };
+  for (const Bad& b : {Bad{{"--prefetch", "-1"}, "--prefetch"}, Bad{{"--collectives", "nccl"}, "--collectives"},
+                       Bad{{"--zero"}, "--zero: a flag of 05_ddp's trainer that 07_fsdp does not take"},
+                       Bad{{"--comm-hook", "fp16"}, "--comm-hook: a flag of 05_ddp's trainer"},
+                       Bad{{"--memory-limit-mb", "0"}, "--memory-limit-mb"},
+                       Bad{{"--model", "cnn_bn"}, "--model cnn_bn: 07_fsdp shards mlp and cnn"}}) {
+    auto r = fsdp_trainer(2, plus(short_run(dir), b.flags), 60);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(b.says), std::string::npos) << r.output;
+  }
+  std::system(("rm -rf " + dir).c_str());
+}

@@ -13,6 +13,7 @@
 #include "05_ddp/trainer/metrics.h"
 #include "common/basics/failure.h"
 #include "common/basics/log.h"
+#include "common/compute/tensor_memory.h"
 #include "common/data/toy_task.h"
 #include "common/observe/run_trace.h"
 #include "common/observe/trace.h"
@@ -114,11 +115,6 @@ void RunExtras::report(const DistributedDataParallel& ddp) {
   }
   if (o_.find_unused_parameters) log0(ddp.describe_unused());  // Note [Unused parameters]
   const GradientBytes grads = gradient_bytes(ddp);
-  auto mib = [](double bytes) {
-    char s[32];
-    std::snprintf(s, sizeof(s), "%.2f MiB", bytes / (1024.0 * 1024.0));
-    return std::string(s);
-  };
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);  // ru_maxrss: KiB on Linux
   // The kernel folds each thread's cached page counts into the process's lazily, so ru_maxrss
@@ -128,6 +124,9 @@ void RunExtras::report(const DistributedDataParallel& ddp) {
        std::to_string(grads.buckets) + " + " + std::to_string(grads.grads_apart) + " bytes" +
        (o_.gradient_as_bucket_view ? ", --gradient-as-bucket-view" : "") + "); rank 0's RSS now " + mib(now) +
        ", at its peak " + mib(std::max(now, usage.ru_maxrss * 1024.0)));
+  // Each rank's own: with --zero they differ (Note [A memory limit on a CPU]).
+  log("memory: peak of the tensors training allocated " + mib(static_cast<double>(TensorMemory::peak_bytes())) +
+      (o_.memory_limit_mb ? " (--memory-limit-mb " + mib(*o_.memory_limit_mb * 1024 * 1024) + ")" : std::string(" (no --memory-limit-mb)")));
 }
 
 void RunExtras::end_training(const DistributedDataParallel& ddp) {

@@ -76,6 +76,10 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
   app.add_option("--keep", o.keep, "Checkpoints to keep")->check(CLI::PositiveNumber);
   app.add_flag("--reset", o.reset, "Start over instead of resuming from the latest checkpoint");
   app.add_flag("--eval-only", o.eval_only, "Evaluate the latest checkpoint (or the initial weights) and stop");
+  app.add_option("--memory-limit-mb", o.memory_limit_mb,
+                 "Fail an allocation past this many MiB of CPU tensors per rank, as a full GPU does; the peak is reported "
+                 "(Note [A memory limit on a CPU])")
+      ->check(finite_number())->check(CLI::PositiveNumber);
   app.add_option("--expect-accuracy", o.expect_accuracy, "Fail unless the final test accuracy reaches this (0-1)")
       ->check(finite_number())->check(CLI::Range(0.0, 1.0));
   app.add_option("--save-init", o.save_init, "Rank 0 writes the initial parameters here (torch::pickle_save); a resumed run writes none");

@@ -42,6 +42,7 @@ struct TrainerOptions {
   int keep = 3;
   bool reset = false, eval_only = false;
   std::optional<double> expect_accuracy;
+  std::optional<double> memory_limit_mb;  // per rank, of tensors (Note [A memory limit on a CPU])
   std::string save_init, save_params;
   // launching and faults
   std::optional<int> nproc_per_node;

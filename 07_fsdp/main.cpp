@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
 
     // 2. Data: every rank holds the whole set; the sampler picks this rank's share.
     auto [train, test] = ddp::load_datasets(o);
+    ddp::log0("compute: " + ddp::describe_compute(device) + (o.deterministic == "on" ? ", deterministic" : ", --deterministic off"));
     ddp::log0("data: " + std::to_string(train.size()) + " train / " + std::to_string(test.size()) + " test images from " + train.source);
     ddp::DeviceBatches batches(train, device);
     ddp::TensorMemory::start(o.memory_limit_mb);  // FSDP: from here on this rank's tensors are counted (and limited)
@@ -140,7 +141,7 @@ int main(int argc, char** argv) {
     // 7. Check the result: each rank held its 1/world of the optimizer state (Note [What each
     //    rank holds]), the collectives sent what the ring's halves send (Note [The ring's two
     //    halves]), and the model learned something.
-    const bool state_ok = ch07::report_memory(fsdp, *optimizer);
+    const bool state_ok = ch07::report_memory(fsdp, *optimizer, world);
     ddp::log0(std::string("check: optimizer state = k x this rank's rows: ") + (state_ok ? "OK" : "FAILED"));
     std::vector<torch::Tensor> sent{torch::tensor({sent_last_step - recut_last_step, recut_last_step}).to(device)};
     group.pg->allreduce(sent)->wait();  // over all ranks: each sends a different share of the groups

@@ -7,7 +7,7 @@
 
 namespace ch07 {
 
-bool report_memory(const FullyShardedDataParallel& fsdp, const torch::optim::Optimizer& optimizer) {
+bool report_memory(const FullyShardedDataParallel& fsdp, const torch::optim::Optimizer& optimizer, int world) {
   const FullyShardedDataParallel::Sizes s = fsdp.sizes();
   int64_t rows = 0, grads = 0, state = 0;
   for (const torch::Tensor& p : fsdp.parameters()) {
@@ -18,11 +18,12 @@ bool report_memory(const FullyShardedDataParallel& fsdp, const torch::optim::Opt
     }
   }
   const int k = ddp::tensors_per_state(optimizer);
-  auto elems = [](int64_t n) { return std::to_string(n) + " (" + ddp::mib(4.0 * static_cast<double>(n)) + ")"; };
-  ddp::log("memory: parameters " + std::to_string(s.params) + " elements whole; this rank holds " + elems(rows) +
-           " of them, " + elems(grads) + " gradient elements and " + elems(state) + " of optimizer state (k = " +
-           std::to_string(k) + "); shard with padding " + std::to_string(s.shard) + "; largest unit whole " +
-           elems(s.largest_unit));
+  const double held = 4.0 * static_cast<double>(rows + grads + state);
+  ddp::log("memory: this rank's shards: " + std::to_string(rows) + " parameters, " + std::to_string(grads) + " gradients, " +
+           std::to_string(state) + " optimizer state (k = " + std::to_string(k) + "): " + ddp::mib(held) + " of float32; whole " +
+           "while it computes, the largest unit: " + std::to_string(s.largest_unit) + " elements (" +
+           ddp::mib(4.0 * static_cast<double>(s.largest_unit)) + "); the formula 4Ψ(2+k)/N: " +
+           ddp::mib(4.0 * static_cast<double>(s.params) * (2 + k) / world));
   if (ddp::TensorMemory::started()) {
     const auto limit = ddp::TensorMemory::limit_mib();
     ddp::log("memory: peak of the tensors training allocated " + ddp::mib(static_cast<double>(ddp::TensorMemory::peak_bytes())) +

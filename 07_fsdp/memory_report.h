@@ -22,6 +22,6 @@ namespace ch07 {
 // Logs this rank's elements and bytes (parameters, gradients, optimizer state; the peak of
 // tensors counted since training began, Note [A memory limit on a CPU]) and returns whether the
 // optimizer state is k x this rank's rows, as the formula says (the check of step 7).
-bool report_memory(const FullyShardedDataParallel& fsdp, const torch::optim::Optimizer& optimizer);
+bool report_memory(const FullyShardedDataParallel& fsdp, const torch::optim::Optimizer& optimizer, int world);
 
 }  // namespace ch07

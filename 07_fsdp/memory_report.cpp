@@ -19,7 +19,7 @@ bool report_memory(const FullyShardedDataParallel& fsdp, const torch::optim::Opt
   }
   const int k = ddp::tensors_per_state(optimizer);
   const double held = 4.0 * static_cast<double>(rows + grads + state);
-  ddp::log("memory: this rank's shards: " + std::to_string(rows) + " parameters, " + std::to_string(grads) + " gradients, " +
+  ddp::log0("memory: this rank's shards: " + std::to_string(rows) + " parameters, " + std::to_string(grads) + " gradients, " +
            std::to_string(state) + " optimizer state (k = " + std::to_string(k) + "): " + ddp::mib(held) + " of float32; whole " +
            "while it computes, the largest unit: " + std::to_string(s.largest_unit) + " elements (" +
            ddp::mib(4.0 * static_cast<double>(s.largest_unit)) + "); the formula 4Ψ(2+k)/N: " +

@@ -19,9 +19,9 @@ namespace ch07 {
 // before the reduce-scatter cuts them; with --prefetch, the units gathered ahead too. The
 // activations are the same as DDP's: sharding does not touch them.
 
-// Logs this rank's elements and bytes (parameters, gradients, optimizer state; the peak of
-// tensors counted since training began, Note [A memory limit on a CPU]) and returns whether the
-// optimizer state is k x this rank's rows, as the formula says (the check of step 7).
+// Rank 0 logs its shards' elements and bytes (parameters, gradients, optimizer state) beside the
+// formula, every rank the peak of the tensors counted since training began (Note [A memory limit
+// on a CPU]); returns whether the optimizer state is k x this rank's rows (the check of step 7).
 bool report_memory(const FullyShardedDataParallel& fsdp, const torch::optim::Optimizer& optimizer, int world);
 
 }  // namespace ch07

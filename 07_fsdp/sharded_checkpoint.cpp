@@ -99,8 +99,9 @@ void ShardedCheckpoints::save(int64_t step) {
       }
     }
   });
-  ddp::log("checkpoint shard written: " + path);
   group_.pg->barrier()->wait();  // no rank runs ahead of a step that another rank may still fail to write
+  ddp::log0("checkpoint written: " + std::to_string(group_.size()) + " shards, " +
+            rank_dir(dir_, 0).substr(0, rank_dir(dir_, 0).size() - 1) + "<r>/" + path.substr(path.rfind('/') + 1));
   saved_ = step;
 }
 

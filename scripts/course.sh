@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the course (01-06), each chapter at world size 2, from a build folder (scripts/run.sh
+# Runs the course (01-07), each chapter at world size 2, from a build folder (scripts/run.sh
 # sets up and builds build-cpu/, running each chapter as soon as it is built; a GPU host with its
 # own build runs this directly).
 # Usage: scripts/course.sh [build folder]   (default: build-cpu)
@@ -9,7 +9,7 @@
 # chapter_<folder> BIN per chapter, and course_done.
 set -euo pipefail
 course_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-course_chapters=(01_join_group 02_spawn 03_manual_allreduce 04_grad_hooks 05_ddp 06_slurm)
+course_chapters=(01_join_group 02_spawn 03_manual_allreduce 04_grad_hooks 05_ddp 06_slurm 07_fsdp)
 
 chapter_01_join_group() {
   local bin=$1 port rank1
@@ -57,6 +57,13 @@ chapter_06_slurm() {
   echo "   2 s into training makes it checkpoint and requeue itself, and the requeued job resumes"
   "$bin/06_slurm" --local --nodes 2 --tasks-per-node 1 --out-dir "$course_root/runs/06_slurm" \
     -- --max-steps 500 --log-every 100 --drill-after 2 --timeout 30
+}
+
+chapter_07_fsdp() {
+  local bin=$1
+  echo
+  echo "== 07_fsdp: the same trainer with each rank keeping half of the model (FSDP), 300 steps (outputs in runs/07_fsdp)"
+  "$bin/07_fsdp" --nproc-per-node 2 --max-steps 300 --log-every 100 --reset --out "$course_root/runs/07_fsdp" --timeout 30
 }
 
 course_done() {

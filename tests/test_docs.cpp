@@ -45,6 +45,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -720,7 +722,7 @@ TEST(Docs, LearnerPageCheckFindsPlantedHarnessWords) {
 // A figure a learner reads about a run (a time, a share, a size) must come from a run, and the
 // same step must not be told with different figures on different pages (the CNN step once had
 // six overlap shares). So every figure of a learner page's prose (and of docs/observing.md, which
-// tells the same runs) with a unit (%, ms, µs, s, MiB, KiB, MB, GB, samples/s, minutes) has a
+// tells the same runs, and of docs/memory.md, whose table chapter 07 sends the learner to) with a unit (%, ms, µs, s, MiB, KiB, MB, GB, samples/s, minutes) has a
 // source, checked here:
 //   - a checked block of the same page (its output holds the same digits), or
 //   - a marker on the line(s) right above its paragraph, `<!-- figures: SOURCE ... -->`, each
@@ -898,7 +900,7 @@ std::string read_source_file(const std::string& path) {
 TEST(Docs, EveryFigureHasItsSource) {
   int pages = 0;
   for (const std::string& page : markdown_files()) {
-    if (!learner_page(page) && page != "docs/observing.md") continue;
+    if (!learner_page(page) && page != "docs/observing.md" && page != "docs/memory.md") continue;
     ++pages;
     for (const std::string& p : figures_without_source(page, read_source_file(page), read_source_file)) ADD_FAILURE() << p;
   }
@@ -947,6 +949,154 @@ TEST(Docs, FigureCheckFindsPlantedContradictions) {
   EXPECT_TRUE(has("the figures' source missing.json")) << all;
   EXPECT_TRUE(has("page.md:22: '66.73 %' has no source")) << all;
   EXPECT_EQ(found.size(), 8u) << all;
+}
+
+// ---- The memory table against its script (docs/memory.md, bench/memory_table.sh) ----
+
+namespace {
+
+// bench/memory_table.sh's tables, as it prints them or as a page shows them: by caption ("MLP with
+// AdamW (k = 2), MiB per rank"), each row's cells (strategy, N, the formula's parameters,
+// gradients, optimizer state and sum, the fullest rank's state, the peak) by (strategy, N).
+using MemoryTableRows = std::map<std::pair<std::string, int>, std::vector<std::string>>;
+std::map<std::string, MemoryTableRows> memory_tables_in(const std::string& text) {
+  std::map<std::string, MemoryTableRows> tables;
+  static const std::regex caption(R"(^\*\*(MLP with .*, MiB per rank)\*\*$)"), row(R"(^\| (DDP|ZeRO-1|FSDP) \| (\d+) \|.*\|$)");
+  std::istringstream in(text);
+  std::string current;
+  for (std::string l; std::getline(in, l);) {
+    std::smatch m;
+    if (std::regex_match(l, m, caption)) {
+      current = m[1];
+    } else if (!current.empty() && std::regex_match(l, m, row)) {
+      std::vector<std::string> cells;
+      std::istringstream between(l.substr(1, l.size() - 2));  // inside the outer bars
+      for (std::string c; std::getline(between, c, '|');) {
+        const size_t a = c.find_first_not_of(' '), b = c.find_last_not_of(' ');
+        cells.push_back(a == std::string::npos ? "" : c.substr(a, b - a + 1));
+      }
+      tables[current][{m[1].str(), std::stoi(m[2])}] = cells;
+    }
+  }
+  return tables;
+}
+
+// The table's header row ("| strategy | N | ..."), "" if there is none.
+std::string memory_table_header(const std::string& text) {
+  std::smatch m;
+  return std::regex_search(text, m, std::regex(R"((^|\n)(\| strategy \| N \|[^\n]*))")) ? m[2].str() : "";
+}
+
+// bytes as the script writes them: MiB, 2 decimals (awk's printf is C's).
+std::string memory_table_mib(double bytes) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%.2f", bytes / 1048576);
+  return b;
+}
+
+// A cell's MiB, or -1 when it holds no such number.
+double memory_table_number(const std::string& cell) {
+  return std::regex_match(cell, std::regex(R"(\d+\.\d\d)")) ? std::stod(cell) : -1;
+}
+
+// The script's line for the ZeRO paper's mixed-precision form (2Ψ + 2Ψ + KΨ, K = 12), worked out
+// here from Ψ for the worlds `ns`.
+std::string memory_table_paper_line(int64_t psi, const std::vector<int>& ns) {
+  std::string worlds, ddp, os, all;
+  for (size_t i = 0; i < ns.size(); ++i) {
+    const std::string sep = i ? " / " : "";
+    const double n = ns[i], p = static_cast<double>(psi);
+    worlds += sep + std::to_string(ns[i]);
+    ddp += sep + memory_table_mib(16 * p);
+    os += sep + memory_table_mib(4 * p + 12 * p / n);
+    all += sep + memory_table_mib(16 * p / n);
+  }
+  return "The ZeRO paper's own form (Rajbhandari et al., ZeRO, SC 2020, section 5 / Figure 1): mixed precision, "
+         "2Ψ + 2Ψ + KΨ bytes with K = 12 (Adam), for Ψ = " + std::to_string(psi) + ", MiB per rank at N = " + worlds +
+         ": DDP " + ddp + "; ZeRO-1 (P_os, 2Ψ + 2Ψ + KΨ/N) " + os + "; FSDP (P_os+g+p, (2 + 2 + K)Ψ/N) " + all + ".";
+}
+
+}  // namespace
+
+// docs/memory.md shows what bench/memory_table.sh printed (Note [Why the peak exceeds the formula]
+// in that script). Held exactly: every formula cell of the page's 24 rows is the closed form for
+// the MLP's Ψ, and so is its line for the ZeRO paper's form; a run of the script's quick form
+// (worlds 1 and 2, about 15 s) prints the same header, the same formula cells and the same
+// optimizer state on the fullest rank (ZeRO-1's whole-tensor partition, FSDP's padded shards)
+// as the page, to the digit. Held loosely, the peaks: a peak is what is alive at a rank's worst
+// moment, which depends on when the run's threads (Gloo's, the data's) let go of what they hold,
+// and the same build on the same machine moved one by up to 1.02 MiB between runs (the page's
+// "Measured"); another CPU's kernels allocate through LibTorch's allocator too, so they may move
+// it further. So each peak, on the page and in the run, must be there and above its row's sum
+// (what the page teaches: the peak exceeds the model state), and the run's within 2 MiB of the
+// page's. 05's --memory-limit-mb 100000 in the script only has the peak printed; no peak is
+// near it. The cpu build runs this (Docs.*): its LibTorch recorded the page.
+TEST(Docs, TheMemoryPageIsWhatItsScriptPrints) {
+  const std::string page = read_source_file("docs/memory.md");
+  ASSERT_FALSE(page.empty()) << "docs/memory.md";
+  const int64_t psi = 784 * 512 + 512 + 512 * 256 + 256 + 256 * 10 + 10;  // the MLP's parameters
+  const std::vector<std::pair<std::string, int>> optimizers{{"MLP with AdamW (k = 2), MiB per rank", 2},
+                                                            {"MLP with SGD with momentum 0.9 (k = 1), MiB per rank", 1}};
+  // The formula's cells of one row: parameters, gradients, optimizer state, their sum (bytes).
+  auto formula = [&](const std::string& strategy, int n, int k) {
+    double p = 4.0 * static_cast<double>(psi), g = 4.0 * static_cast<double>(psi), s = 4.0 * k * static_cast<double>(psi);
+    if (strategy == "ZeRO-1") s /= n;
+    if (strategy == "FSDP") p /= n, g /= n, s /= n;
+    return std::vector<double>{p, g, s, p + g + s};
+  };
+  const auto on_page = memory_tables_in(page);
+  EXPECT_EQ(on_page.size(), optimizers.size()) << "docs/memory.md: one table per optimizer";
+  for (const auto& [caption, k] : optimizers) {
+    ASSERT_TRUE(on_page.count(caption)) << "docs/memory.md: no table '" << caption << "'";
+    const MemoryTableRows& rows = on_page.at(caption);
+    EXPECT_EQ(rows.size(), 12u) << caption;
+    for (const std::string strategy : {"DDP", "ZeRO-1", "FSDP"}) {
+      for (int n = 1; n <= 4; ++n) {
+        const std::string where = "docs/memory.md, " + caption + ", " + strategy + " at N = " + std::to_string(n);
+        const auto it = rows.find({strategy, n});
+        if (it == rows.end()) {
+          ADD_FAILURE() << where << ": no such row";
+          continue;
+        }
+        const std::vector<std::string>& c = it->second;
+        ASSERT_EQ(c.size(), 8u) << where;
+        const std::vector<double> f = formula(strategy, n, k);
+        for (int i = 0; i < 4; ++i) EXPECT_EQ(c[2 + i], memory_table_mib(f[i])) << where << ", column " << 3 + i;
+        if (strategy == "DDP") {
+          EXPECT_EQ(c[6], "—") << where << ": 05 prints no state without --zero";
+        } else {
+          EXPECT_GE(memory_table_number(c[6]), memory_table_number(memory_table_mib(f[2]))) << where << ": the fullest rank holds at least 1/N";
+        }
+        EXPECT_GT(memory_table_number(c[7]), f[3] / 1048576) << where << ": a peak, above the model state";
+      }
+    }
+  }
+  const std::string paper = memory_table_paper_line(psi, {1, 2, 3, 4});
+  EXPECT_NE(page.find("\n" + paper + "\n"), std::string::npos) << "docs/memory.md lacks the line\n" << paper;
+
+  const std::string dir = temp_dir();
+  const ProcResult r = run_one({{DDP_SOURCE_DIR "/bench/memory_table.sh", "--quick", DDP_BIN_DIR}, {{"TMPDIR", dir}}}, 110);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(memory_table_header(r.output), memory_table_header(page)) << r.output;
+  EXPECT_FALSE(memory_table_header(page).empty());
+  EXPECT_NE(r.output.find(memory_table_paper_line(psi, {1, 2})), std::string::npos) << r.output;
+  const auto printed = memory_tables_in(r.output);
+  EXPECT_EQ(printed.size(), optimizers.size()) << r.output;
+  for (const auto& [caption, k] : optimizers) {
+    ASSERT_TRUE(printed.count(caption) && on_page.count(caption)) << caption << "\n" << r.output;
+    EXPECT_EQ(printed.at(caption).size(), 6u) << r.output;
+    for (const auto& [key, c] : printed.at(caption)) {
+      const std::string where = caption + ", " + key.first + " at N = " + std::to_string(key.second);
+      const auto it = on_page.at(caption).find(key);
+      ASSERT_NE(it, on_page.at(caption).end()) << "docs/memory.md has no row for the run's " << where;
+      const std::vector<std::string>& w = it->second;
+      ASSERT_EQ(c.size(), w.size()) << where;
+      for (size_t i = 0; i + 1 < c.size(); ++i) EXPECT_EQ(c[i], w[i]) << where << ", column " << i + 1 << ": printed against the page's";
+      const double peak = memory_table_number(c.back()), recorded = memory_table_number(w.back());
+      EXPECT_GT(peak, formula(key.first, key.second, k)[3] / 1048576) << where << ": the run's peak, above the model state";
+      EXPECT_NEAR(peak, recorded, 2.0) << where << ": the run's peak against the page's";
+    }
+  }
 }
 
 // ---- Help that tells the truth (Note [Help that tells the truth] in common/basics/cli.cpp) ----

@@ -107,20 +107,9 @@ void ShardedCheckpoints::save(int64_t step) {
 
 int64_t ShardedCheckpoints::resume() {
   const torch::Device cpu(torch::kCPU);
-  // Every rank must continue from the same step, or their collectives no longer pair up.
-  auto agree = [&](int64_t step) {
-    const torch::Device device = fsdp_.parameters().at(0).device();
-    std::vector<torch::Tensor> lo{torch::tensor({step}, torch::kInt64).to(device)}, hi{lo[0].clone()};
-    c10d::AllreduceOptions min_op, max_op;
-    min_op.reduceOp = c10d::ReduceOp::MIN;
-    max_op.reduceOp = c10d::ReduceOp::MAX;
-    group_.pg->allreduce(lo, min_op)->wait();
-    group_.pg->allreduce(hi, max_op)->wait();
-    if (lo[0].item<int64_t>() != hi[0].item<int64_t>()) {
-      throw std::runtime_error("ranks found different checkpoints in " + dir_ + " (steps " + std::to_string(lo[0].item<int64_t>()) +
-                               " to " + std::to_string(hi[0].item<int64_t>()) + "): it must be one folder every rank shares");
-    }
-  };
+  // Every rank must continue from the same step (05's check).
+  auto agree = [&](int64_t step) { ddp::check_same_step(group_, step, dir_, fsdp_.parameters().at(0).device()); };
+
   const int rank = group_.rank(), world = group_.size();
   const std::string optimizer = ddp::optimizer_kind(opt_);
   // Newest first, rank 0's folder names the candidate steps; a step counts only when every rank

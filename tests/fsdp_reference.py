@@ -79,24 +79,11 @@ def worker(rank, a, store_file, out_file):
 def main():
     faulthandler.dump_traceback_later(40, exit=True)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--init", required=True)
-    ap.add_argument("--compare", required=True)
-    ap.add_argument("--world-size", type=int, default=2)
-    ap.add_argument("--model", default="mlp", choices=list(UNITS))
-    ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
-    ap.add_argument("--train-samples", type=int, default=0)
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--max-steps", type=int, default=10**9)
-    ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--grad-accum", type=int, default=1)
-    ap.add_argument("--lr", type=float, default=0.05)
-    ap.add_argument("--momentum", type=float, default=0.9)
-    ap.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
-    ap.add_argument("--weight-decay", type=float, default=0.0)
-    ap.add_argument("--warmup-steps", type=int, default=100)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--tolerance", type=float, default=0.0)
+    tr.add_training_arguments(ap, list(UNITS))
     a = ap.parse_args()
+    if not a.init or not a.compare:
+        print("--init and --compare are required", file=sys.stderr)
+        return 2
     try:
         from torch.distributed.fsdp import fully_shard  # noqa: F401
     except Exception as e:  # 1.13's torch.distributed.fsdp does not even import on Python 3.11 (a dataclass error)

@@ -272,17 +272,13 @@ def print_sampler(spec):
     print("--")
 
 
-def main():
-    # A harness that hangs (its forked ranks) says where after 40 s and exits (tests retry once).
-    faulthandler.dump_traceback_later(40, exit=True)
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--print-sampler", action="append", help="N,R,SEED,EPOCH,SHUFFLE,DROP_LAST; may repeat")
-    ap.add_argument("--print-buckets", choices=["mlp", "cnn"], help="PyTorch DDP's bucket layout for that model")
-    ap.add_argument("--print-zero-partition", metavar="MODEL,WORLD", help="ZeroRedundancyOptimizer's elements per rank")
+def add_training_arguments(ap, models):
+    """The flags the trainers' references share (this one's and fsdp_reference.py's): the run
+    they replay, as 05_ddp and 07_fsdp take them, and the comparison."""
     ap.add_argument("--init")
     ap.add_argument("--compare")
     ap.add_argument("--world-size", type=int, default=2)
-    ap.add_argument("--model", default="mlp", choices=list(MODELS))
+    ap.add_argument("--model", default="mlp", choices=models)
     ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--train-samples", type=int, default=0)
     ap.add_argument("--epochs", type=int, default=3)
@@ -296,6 +292,16 @@ def main():
     ap.add_argument("--warmup-steps", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tolerance", type=float, default=0.0)
+
+
+def main():
+    # A harness that hangs (its forked ranks) says where after 40 s and exits (tests retry once).
+    faulthandler.dump_traceback_later(40, exit=True)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--print-sampler", action="append", help="N,R,SEED,EPOCH,SHUFFLE,DROP_LAST; may repeat")
+    ap.add_argument("--print-buckets", choices=["mlp", "cnn"], help="PyTorch DDP's bucket layout for that model")
+    ap.add_argument("--print-zero-partition", metavar="MODEL,WORLD", help="ZeroRedundancyOptimizer's elements per rank")
+    add_training_arguments(ap, list(MODELS))
     ap.add_argument("--comm-hook", choices=["none", "fp16", "bf16", "powersgd"], default="none")
     ap.add_argument("--powersgd-rank", type=int, default=1)
     ap.add_argument("--powersgd-start-iter", type=int, default=100)

@@ -195,7 +195,12 @@ int64_t resume(const std::string& dir, const torch::Device& device, const Sample
   if (loaded && !eval_only) check_same_data_position(loaded->path, saved, sampler);
   if (buckets) ddp.restore_buckets(*buckets);
   const int64_t step = loaded ? loaded->step : 0;
-  // Every rank must continue from the same step, or their collectives no longer pair up.
+  check_same_step(group, step, dir, device);
+  if (loaded) log0("resumed from " + loaded->path + " at step " + std::to_string(step) + " (--reset starts over)");
+  return step;
+}
+
+void check_same_step(Group& group, int64_t step, const std::string& dir, const torch::Device& device) {
   std::vector<torch::Tensor> lo{torch::tensor({step}, torch::kInt64).to(device)}, hi{lo[0].clone()};
   c10d::AllreduceOptions min_op, max_op;
   min_op.reduceOp = c10d::ReduceOp::MIN;
@@ -207,8 +212,6 @@ int64_t resume(const std::string& dir, const torch::Device& device, const Sample
                              " to " + std::to_string(hi[0].item<int64_t>()) +
                              "): the folder must be the same shared folder for every rank");
   }
-  if (loaded) log0("resumed from " + loaded->path + " at step " + std::to_string(step) + " (--reset starts over)");
-  return step;
 }
 
 bool start_over(const TrainerOptions& o) {

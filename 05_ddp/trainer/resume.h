@@ -30,6 +30,10 @@ std::string optimizer_kind(const torch::optim::Optimizer& opt);
 // would; logs a resume at another world size. See Note [Resuming at another world size] (elastic.h).
 void check_same_data_position(const std::string& path, const SamplerState& saved, const SamplerState& now);
 
+// Every rank must continue from the same step, or their collectives no longer pair up: throws,
+// naming `dir` and the steps found, unless every rank's `step` is the same.
+void check_same_step(Group& group, int64_t step, const std::string& dir, const torch::Device& device);
+
 // Rank 0 writes model, optimizer, step, epoch, sampler state, RNG state and the rebuilt buckets
 // to `dir` (atomically, keeping `keep`); then a barrier, so that no rank runs ahead of a
 // checkpoint that may still fail.

@@ -71,7 +71,7 @@ class FullyShardedDataParallel {
   struct Sizes {
     int64_t params = 0;       // every parameter, whole
     int64_t shard = 0;        // this rank's shards, padding included
-    int64_t largest_unit = 0; // the most a rank holds whole at once without prefetch
+    int64_t largest_unit = 0; // the largest unit's parameters: what a rank holds whole at once, without prefetch
   };
   Sizes sizes() const;
   // For the log: "3 units: fc1 (401920 elements, 200960 a rank), ...".

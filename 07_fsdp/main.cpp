@@ -15,17 +15,18 @@
 // --log-every 50; trimmed):
 //   [rank 0/2] model mlp: 3 units: fc1 (401920 elements, 200960 a rank), fc2 (131328 elements, 65664 a rank),
 //              fc3 (2570 elements, 1285 a rank); prefetch 1, the ring's two halves
-//   [rank 0/2] epoch 2/2 [##########] step 100/100 loss 0.4665 lr 1.523e-05 4603 samples/s ETA 0:00
+//   [rank 0/2] epoch 2/2 [##########] step 100/100 loss 0.4819 lr 1.523e-05 3766 samples/s ETA 0:00
 //   [rank 0/2] validation after step 100: loss 0.5226, accuracy 80.90% (10000 images)
 //   [rank 0/2] checkpoint written: 2 shards, runs/07_fsdp/mlp-sgd-fashion-mnist-6400/checkpoints/rank-<r>/ckpt-000000100.pt
 //   [rank 0/2] memory: this rank's shards: 267909 parameters, 267909 gradients, 267909 optimizer state (k = 1):
-//              3.07 MiB of float32; whole while it computes, the largest unit: 401920 elements (1.53 MiB); the formula
-//              4Ψ(2+k)/N: 3.07 MiB
+//              3.07 MiB of float32; the formula 4Ψ(2+k)/N: 3.07 MiB; whole while it computes, the largest unit:
+//              401920 elements (1.53 MiB of parameters, in backward as much of gradient)
 //   [rank 0/2] check: optimizer state = k x this rank's rows: OK
 //   [rank 0/2] check: bytes the rings sent in the last step, all ranks: 6429816 = world x (2 x 1 + 1) x (world-1) x
 //              1071636 shard bytes (and 4 re-cut): OK
 //   [rank 0/2] check: test accuracy 80.90% is above 10.00% (chance): OK
-//   [rank 0/2] params fingerprint a64c7e99350aa575 (bit-identical runs print the same: 05_ddp's, for the same flags)
+//   [rank 0/2] params fingerprint a64c7e99350aa575 (bit-identical runs print the same)
+// (05_ddp with the same flags prints the same fingerprint: at 2 ranks every sum is a + b.)
 
 #include "05_ddp/beyond/elastic.h"
 #include "05_ddp/beyond/faults.h"
@@ -88,7 +89,7 @@ int main(int argc, char** argv) {
     ddp::AnyModel model = ddp::make_model(o.model, o.seed);
     model.module->to(device);
     ch07::FullyShardedDataParallel fsdp(ch07::units_of(o.model, model), group, f.collectives, f.prefetch);
-    const ddp::AnyModel sharded{model.module, [&fsdp](const torch::Tensor& x) { return fsdp.forward(x); }};
+    const ddp::AnyModel sharded{model.module, [&fsdp](const torch::Tensor& x) { return fsdp.forward(x); }};  // FSDP: for validation
     ddp::OptimizerFactory make_optimizer = ddp::optimizer_factory(o);
     std::unique_ptr<torch::optim::Optimizer> optimizer = make_optimizer(fsdp.parameters());
     ddp::log0("model " + o.model + ": " + fsdp.describe() + "; prefetch " + std::to_string(f.prefetch) + ", " +
@@ -98,6 +99,7 @@ int main(int argc, char** argv) {
     //    again from every rank's when the world changed (sharded_checkpoint.h).
     ch07::ShardedCheckpoints checkpoints(out.checkpoints, sampler_state, o, fsdp, *optimizer, group);
     int64_t step = checkpoints.resume_or_reset(o);  // FSDP: sharded_checkpoint.h
+    ddp::TensorMemory::reset_peak();  // FSDP: the peak counts training, not reading a checkpoint
     if (step == 0 && rank == 0 && !o.save_init.empty()) ddp::toy::save_params(fsdp.full_parameters(), o.save_init);
     else if (step == 0 && !o.save_init.empty()) fsdp.full_parameters();  // every rank takes part in the gathers
     if (step > 0 && step >= total_steps) ddp::say_already_finished(o, out.dir, step, total_steps);
@@ -122,7 +124,7 @@ int main(int argc, char** argv) {
       const int64_t first = in_epoch * o.grad_accum, last = std::min(n_batches, first + o.grad_accum);
       torch::Tensor step_loss = torch::zeros({}, torch::TensorOptions(torch::kFloat64).device(device));
       for (int64_t b = first; b < last; ++b) {
-        auto no_sync = b + 1 < last ? fsdp.no_sync() : nullptr;  // reduce-scatter on the last only
+        auto no_sync = b + 1 < last ? fsdp.no_sync() : nullptr;  // FSDP: reduce-scatter on the last only
         const int64_t from = b * o.batch_size, to = std::min<int64_t>(from + o.batch_size, order.size());
         auto [images, labels] = batches.get(from, to);
         // FSDP: forward gathers each unit before it computes and frees it after; backward
@@ -151,9 +153,9 @@ int main(int argc, char** argv) {
     }
     progress.summary();
 
-    // 7. Check the result: each rank held its 1/world of the optimizer state (Note [What each
-    //    rank holds]), the collectives sent what the ring's halves send (Note [The ring's two
-    //    halves]), and the model learned something.
+    // 7. FSDP: check the result: each rank held its 1/world of the optimizer state (Note [What
+    //    each rank holds]), the rings sent (2 m + 1) x (world-1)/world of the parameters for m
+    //    micro-batches (Note [The ring's two halves]), and the model learned something.
     const bool state_ok = ch07::report_memory(fsdp, *optimizer, world);
     ddp::log0(std::string("check: optimizer state = k x this rank's rows: ") + (state_ok ? "OK" : "FAILED"));
     std::vector<torch::Tensor> sent{torch::tensor({sent_last_step - recut_last_step, recut_last_step}).to(device)};

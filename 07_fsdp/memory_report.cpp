@@ -20,10 +20,10 @@ bool report_memory(const FullyShardedDataParallel& fsdp, const torch::optim::Opt
   const int k = ddp::tensors_per_state(optimizer);
   const double held = 4.0 * static_cast<double>(rows + grads + state);
   ddp::log0("memory: this rank's shards: " + std::to_string(rows) + " parameters, " + std::to_string(grads) + " gradients, " +
-           std::to_string(state) + " optimizer state (k = " + std::to_string(k) + "): " + ddp::mib(held) + " of float32; whole " +
-           "while it computes, the largest unit: " + std::to_string(s.largest_unit) + " elements (" +
-           ddp::mib(4.0 * static_cast<double>(s.largest_unit)) + "); the formula 4Ψ(2+k)/N: " +
-           ddp::mib(4.0 * static_cast<double>(s.params) * (2 + k) / world));
+            std::to_string(state) + " optimizer state (k = " + std::to_string(k) + "): " + ddp::mib(held) + " of float32; " +
+            "the formula 4Ψ(2+k)/N: " + ddp::mib(4.0 * static_cast<double>(s.params) * (2 + k) / world) +
+            "; whole while it computes, the largest unit: " + std::to_string(s.largest_unit) + " elements (" +
+            ddp::mib(4.0 * static_cast<double>(s.largest_unit)) + " of parameters, in backward as much of gradient)");
   if (ddp::TensorMemory::started()) {
     const auto limit = ddp::TensorMemory::limit_mib();
     ddp::log("memory: peak of the tensors training allocated " + ddp::mib(static_cast<double>(ddp::TensorMemory::peak_bytes())) +

@@ -38,33 +38,33 @@ int64_t ring_reduce_scatter_avg(ddp::Backend& pg, const torch::Tensor& in, const
   const int n = pg.getSize(), rank = pg.getRank();
   const int64_t size = out.numel(), total = in.numel();
   torch::Tensor flat = in.view(-1);
-  // Gloo's groups (Note [Summing in Gloo's order]): group k is [k G, (k+1) G), cut at the end.
-  const int64_t group = gloo_group_elements(total, n, in.element_size());
+  // Gloo's shares (Note [Summing in Gloo's order]): share k is [k G, (k+1) G), cut at the end.
+  const int64_t share = gloo_share_elements(total, n, in.element_size());
   auto part = [&](int64_t from, int64_t to) {
     from = std::min(from, total), to = std::clamp(to, from, total);
     return flat.narrow(0, from, to - from);
   };
-  auto group_of = [&](int k) {
+  auto share_of = [&](int k) {
     k = (k % n + n) % n;
-    return part(k * group, (k + 1) * group);
+    return part(k * share, (k + 1) * share);
   };
   int64_t sent = 0;
-  torch::Tensor incoming = torch::empty({group}, in.options());
-  // Step s: send our partial sum of group rank+1+s (at s = 0 our own gradient) to rank-1;
-  // receive rank+1's partial of group rank+2+s and add our own to it. After n-1 steps the
-  // group we received last is ours, rank + n, summed over every rank. (A group past the end of
+  torch::Tensor incoming = torch::empty({share}, in.options());
+  // Step s: send our partial sum of share rank+1+s (at s = 0 our own gradient) to rank-1;
+  // receive rank+1's partial of share rank+2+s and add our own to it. After n-1 steps the
+  // share we received last is ours, rank + n, summed over every rank. (A share past the end of
   // a small tensor is empty: neither side sends it.)
   for (int s = 0; s < n - 1; ++s) {
-    torch::Tensor mine = group_of(rank + 2 + s), theirs = incoming.narrow(0, 0, mine.numel());
-    sent += exchange(pg, group_of(rank + 1 + s), theirs, tag + s);
+    torch::Tensor mine = share_of(rank + 2 + s), theirs = incoming.narrow(0, 0, mine.numel());
+    sent += exchange(pg, share_of(rank + 1 + s), theirs, tag + s);
     mine.add_(theirs);
   }
   // Re-cut: chunk r (what rank r owns) is [r size, (r+1) size); the rows of it that fell in
-  // another rank's group come from that rank, every pair in one order on every rank.
+  // another rank's share come from that rank, every pair in one order on every rank.
   int64_t moved = 0;
   for (int from = 0; from < n; ++from) {
     for (int to = 0; to < n; ++to) {
-      const int64_t lo = std::max(from * group, to * size), hi = std::min((from + 1) * group, (to + 1) * size);
+      const int64_t lo = std::max(from * share, to * size), hi = std::min((from + 1) * share, (to + 1) * size);
       if (from == to || hi <= lo || (rank != from && rank != to)) continue;
       std::vector<torch::Tensor> piece{part(lo, hi)};
       if (rank == from) {
@@ -80,7 +80,7 @@ int64_t ring_reduce_scatter_avg(ddp::Backend& pg, const torch::Tensor& in, const
   return sent + moved;
 }
 
-int64_t gloo_group_elements(int64_t elements, int n, int64_t element_size) {
+int64_t gloo_share_elements(int64_t elements, int n, int64_t element_size) {
   const int64_t bytes = elements * element_size, max_segment = (int64_t{1} << 20) / element_size * element_size;
   // gloo/allreduce.cc: a segment is bytes / 2n rounded up, at most 1 MiB, a whole number of
   // elements; the segments are at least 2n, as many for every rank.

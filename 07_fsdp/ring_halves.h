@@ -43,17 +43,19 @@ int64_t ring_reduce_scatter_avg(ddp::Backend& pg, const torch::Tensor& in, const
 // LibTorch 2.11's Gloo has a reduce_scatter_tensor, but it is an all-reduce of the whole input
 // followed by a slice (ProcessGroupGloo::reduce_scatter_tensor_coalesced), and Gloo's
 // all-reduce (gloo/allreduce.cc) does not cut the input where the chunks of a reduce-scatter
-// lie: it cuts it into segments of a 2n-th of it (at most 1 MiB), and sums group k of them
-// (a rank's share: [k G, (k+1) G), G = gloo_group_elements()) in the order of the Note above,
-// k-1 first, k last. G is a shard's size when 2n divides the input, and a little more when it
-// does not (fc1 of the MLP at 3 ranks: 134235 elements a rank, groups of 134236): then the
-// first elements of chunk r belong to group r-1 and are summed in its order. Float sums in
+// lie: it cuts it into segments of a 2n-th of it (at most 1 MiB) and gives each rank a share
+// of them, share k being [k G, (k+1) G) (G = gloo_share_elements()), summed in the order of
+// the Note above, k-1 first, k last. G is a shard's size when 2n divides the input, and a little more when it
+// does not (fc1 of the MLP at 3 ranks: 134235 elements a rank, shares of 134236): then the
+// first elements of chunk r belong to share r-1 and are summed in its order. Float sums in
 // another order round otherwise, now and then: measured, one element of fc1's 401920 after 4
 // steps at 3 ranks with accumulation, 4.66e-10 apart from fully_shard. So our reduce-scatter
-// runs its ring over Gloo's groups, not over the chunks, and then moves the few elements that
-// lie in another rank's group to their owner (the re-cut: at most n-1 elements a rank for a
+// runs its ring over Gloo's shares, not over the chunks, and then moves the few elements that
+// lie in another rank's share to their owner (the re-cut: at most n-1 elements a rank for a
 // unit under 2n MiB). Gloo's all-reduce sends twice a reduce-scatter's bytes; ours, the
-// reduce-scatter's and the re-cut's.
-int64_t gloo_group_elements(int64_t elements, int n, int64_t element_size);
+// reduce-scatter's and the re-cut's. What it buys: bit-identity with fully_shard where PyTorch
+// runs it (2.x: the tests compare the two); with Debian's 1.13, whose Gloo has no
+// reduce-scatter, it is one order of the sums among others. A second reading's Note.
+int64_t gloo_share_elements(int64_t elements, int n, int64_t element_size);
 
 }  // namespace ch07

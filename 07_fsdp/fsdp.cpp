@@ -81,7 +81,9 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::vector<UnitSpec> units, 
     u.shard = torch::zeros({u.shard_numel}, u.params.at(0).options());  // padding: zeros
     for (size_t i = 0; i < u.params.size(); ++i) {
       const torch::Tensor& p = u.params[i];
-      const int64_t first = rank * u.chunk_rows[i], mine = std::clamp<int64_t>(u.rows[i] - first, 0, u.chunk_rows[i]);
+      // A rank past the last row (fc3's 10 rows at 7 ranks: chunks of 2, ranks 5 and 6 none) owns
+      // nothing, from the end.
+      const int64_t first = std::min(rank * u.chunk_rows[i], u.rows[i]), mine = std::clamp<int64_t>(u.rows[i] - first, 0, u.chunk_rows[i]);
       torch::Tensor rows_here = u.shard.narrow(0, u.offsets[i], mine * u.row_elems[i]);
       rows_here.copy_(p.reshape(-1).narrow(0, first * u.row_elems[i], mine * u.row_elems[i]));
       std::vector<int64_t> shape = p.sizes().vec();
@@ -140,7 +142,7 @@ void FullyShardedDataParallel::unshard(size_t u) {
     torch::Tensor into = torch::from_blob(p.data_ptr(), {p.numel()}, p.options());  // Note [Freeing what autograd saved]
     const int64_t re = unit.row_elems[i];
     for (int q = 0; q < world; ++q) {  // rank q's rows of it, without their padding
-      const int64_t first = q * unit.chunk_rows[i], n = std::clamp<int64_t>(unit.rows[i] - first, 0, unit.chunk_rows[i]);
+      const int64_t first = std::min(q * unit.chunk_rows[i], unit.rows[i]), n = std::clamp<int64_t>(unit.rows[i] - first, 0, unit.chunk_rows[i]);
       into.narrow(0, first * re, n * re).copy_(unit.gathered.narrow(0, q * unit.shard_numel + unit.offsets[i], n * re));
     }
   }
@@ -155,9 +157,9 @@ void FullyShardedDataParallel::reshard(size_t u) {
 
 // Note [Prefetch]
 // Without it a unit's all-gather starts when the unit is reached, and the unit waits for all of
-// it. With --prefetch k, reaching unit u issues the all-gathers of the next k units too (in
-// backward: the k before it), so they travel while unit u computes; a unit then waits only for
-// what is left of its own. The price: up to k+1 units whole at once instead of one. PyTorch's
+// it. With --prefetch d, reaching unit u issues the all-gathers of the next d units too (in
+// backward: the d before it), so they travel while unit u computes; a unit then waits only for
+// what is left of its own. The price: up to d+1 units whole at once instead of one. PyTorch's
 // FSDP2 prefetches one unit in both directions by default (set_modules_to_forward_prefetch and
 // set_modules_to_backward_prefetch choose more). Which data the collectives move, and so the
 // numbers, do not depend on it: --prefetch changes when, never what.
@@ -209,7 +211,7 @@ void FullyShardedDataParallel::post_backward(size_t u) {
     torch::Tensor g = unit.params[i].grad().reshape(-1);
     const int64_t re = unit.row_elems[i];
     for (int q = 0; q < world; ++q) {
-      const int64_t first = q * unit.chunk_rows[i], rows = std::clamp<int64_t>(unit.rows[i] - first, 0, unit.chunk_rows[i]);
+      const int64_t first = std::min(q * unit.chunk_rows[i], unit.rows[i]), rows = std::clamp<int64_t>(unit.rows[i] - first, 0, unit.chunk_rows[i]);
       in.narrow(0, q * unit.shard_numel + unit.offsets[i], rows * re).copy_(g.narrow(0, first * re, rows * re));
     }
   }

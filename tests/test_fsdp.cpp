@@ -260,3 +260,20 @@ TEST(Fsdp, BadFlagsAreRefusedWithExit2) {
   }
   std::system(("rm -rf " + dir).c_str());
 }
+
+// More ranks than some parameters have rows: fc3's 10 at 8 ranks are chunks of 2, and ranks 5
+// to 7 own none of it (Note [Sharding a unit]). The run trains and checks itself; its 8 shards,
+// 3 of them without fc3's rows, read at 2 ranks give its parameters to the bit.
+TEST(Fsdp, RanksWithoutRowsOfAParameterTrainAndTheirShardsResume) {
+  const std::string dir = temp_dir();
+  const std::vector<std::string> run = {"--train-samples", "1024", "--test-samples", "200", "--global-batch", "64", "--warmup-steps", "5",
+                                        "--max-steps", "3", "--timeout", "30", "--expect-accuracy", "0", "--out", dir};
+  auto eight = fsdp_trainer(8, run, 120);
+  expect_ok(eight);
+  EXPECT_NE(eight.output.find("fc3 (2570 elements, 514 a rank)"), std::string::npos) << eight.output;
+  auto two = fsdp_trainer(2, run, 60);
+  expect_ok(two);
+  EXPECT_NE(two.output.find("resumed from the 8 shards of step 3"), std::string::npos) << two.output;
+  EXPECT_EQ(fingerprint(two), fingerprint(eight));
+  std::system(("rm -rf " + dir).c_str());
+}

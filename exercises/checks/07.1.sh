@@ -5,7 +5,7 @@
 # build: 07_fsdp 02_spawn
 # proves: with --reshard-after-forward off the CNN at 2 ranks (2 micro-batches a step, a validation
 #         before the last step) trains to the fingerprint of the default run, its rings send
-#         (k + 1) all-gathers' worth in the last step where the default sends (2k + 1), step 7's
+#         (m + 1) all-gathers' worth in the last step, m micro-batches, where the default sends (2m + 1), step 7's
 #         check says so (OK), and its tensor peak is above the default run's (--prefetch 0: the
 #         units before fc1 stay whole through fc1's backward); without the flag, all as before.
 source "$(dirname "$0")/lib.sh"
@@ -39,7 +39,7 @@ trainer off --reshard-after-forward off
 grep -q 'not expected: .*--reshard-after-forward' "$WORK/off.log" &&
   fail "07_fsdp does not take --reshard-after-forward on|off yet: add it to FsdpFlags (07_fsdp/fsdp_flags.h, default on) and add_fsdp_flags (fsdp_flags.cpp), and hand it to the FSDP class in step 3 of main.cpp"
 if [ "$sent" = "$(bytes 2)" ] && [[ $line == *FAILED ]]; then
-  fail "the rings now send (2 + 1) x $default_shard = $sent bytes, right, but step 7 of 07_fsdp/main.cpp still expects (2 x 2 + 1) x: with --reshard-after-forward off make its closed form (and its line) k + 1 all-gathers' worth"
+  fail "the rings now send (2 + 1) x $default_shard = $sent bytes, right, but step 7 of 07_fsdp/main.cpp still expects (2 x 2 + 1) x: with --reshard-after-forward off make its closed form (and its line) m + 1 all-gathers' worth (m micro-batches)"
 fi
 [ "$sent" != "$(bytes 4)" ] ||
   fail "with --reshard-after-forward off the rings still send (2 x 2 + 1) x $default_shard bytes in the last step: each unit is still freed after its forward and gathered again before its backward. In forward (07_fsdp/fsdp.cpp) keep it whole when backward will follow (post_backward frees it), and hand the flag to the FSDP class (step 3 of main.cpp)"

@@ -81,8 +81,6 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::vector<UnitSpec> units, 
     u.shard = torch::zeros({u.shard_numel}, u.params.at(0).options());  // padding: zeros
     for (size_t i = 0; i < u.params.size(); ++i) {
       const torch::Tensor& p = u.params[i];
-      // A rank past the last row (fc3's 10 rows at 7 ranks: chunks of 2, ranks 5 and 6 none) owns
-      // nothing, from the end.
       const int64_t first = std::min(rank * u.chunk_rows[i], u.rows[i]), mine = std::clamp<int64_t>(u.rows[i] - first, 0, u.chunk_rows[i]);
       torch::Tensor rows_here = u.shard.narrow(0, u.offsets[i], mine * u.row_elems[i]);
       rows_here.copy_(p.reshape(-1).narrow(0, first * u.row_elems[i], mine * u.row_elems[i]));

@@ -23,7 +23,6 @@ import trainer_reference as tr  # first: it sets OPENBLAS_NUM_THREADS before tor
 import torch  # noqa: E402
 import torch.distributed as dist
 from torch import nn
-from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from reference_util import compare, leave, load_list, run_ranks
 
@@ -50,22 +49,10 @@ def worker(rank, a, store_file, out_file):
         opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=a.weight_decay, foreach=False)
     else:
         opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay, foreach=False)
-    sampler = DistributedSampler(TensorDataset(images, labels), shuffle=True, seed=a.seed)
-    loader = DataLoader(TensorDataset(images, labels), batch_size=a.batch_size, sampler=sampler)
-    batches = len(loader)
-    steps_per_epoch = (batches + a.grad_accum - 1) // a.grad_accum
-    total = min(a.epochs * steps_per_epoch, a.max_steps)
-    epoch_batches = None
-    for step in range(total):
-        epoch, in_epoch = divmod(step, steps_per_epoch)
-        if epoch_batches is None or in_epoch == 0:
-            sampler.set_epoch(epoch)
-            epoch_batches = list(loader)
-        first, last = in_epoch * a.grad_accum, min(batches, (in_epoch + 1) * a.grad_accum)
+    for step, total, micro in tr.steps(a, images, labels):
         for g in opt.param_groups:
             g["lr"] = tr.learning_rate(a, step, total)
         opt.zero_grad()
-        micro = [epoch_batches[b] for b in range(first, last)]
         for k, (x, y) in enumerate(micro):
             model.set_requires_gradient_sync(k + 1 == len(micro))
             (nn.functional.cross_entropy(model(x), y) / float(len(micro))).backward()

@@ -136,6 +136,24 @@ def serialised_powersgd_hook(state, bucket):
     return fut
 
 
+def steps(a, images, labels):
+    """The steps of 05_ddp's and 07_fsdp's main.cpp: (step, total steps, its micro-batches), each
+    epoch DistributedSampler's shuffle of it, --grad-accum batches a step, the last one short."""
+    sampler = DistributedSampler(TensorDataset(images, labels), shuffle=True, seed=a.seed)
+    loader = DataLoader(TensorDataset(images, labels), batch_size=a.batch_size, sampler=sampler)
+    batches = len(loader)
+    steps_per_epoch = (batches + a.grad_accum - 1) // a.grad_accum
+    total = min(a.epochs * steps_per_epoch, a.max_steps)
+    epoch_batches = None
+    for step in range(total):
+        epoch, in_epoch = divmod(step, steps_per_epoch)
+        if epoch_batches is None or in_epoch == 0:
+            sampler.set_epoch(epoch)
+            epoch_batches = list(loader)
+        first, last = in_epoch * a.grad_accum, min(batches, (in_epoch + 1) * a.grad_accum)
+        yield step, total, [epoch_batches[b] for b in range(first, last)]
+
+
 def train_step(a, ddp, opt, step, total, micro_batches):
     """One optimizer step of 05_ddp's main.cpp: the schedule's lr, zero_grad, the micro-batches'
     losses divided by their number, all but the last under no_sync()."""
@@ -181,19 +199,8 @@ def worker(rank, a, store_file, out_file):
         opt = opt_class(ddp.parameters(), **kwargs)
     if a.uneven_shards:
         return uneven_epochs(rank, a, ddp, opt, images, labels, out_file)
-    sampler = DistributedSampler(TensorDataset(images, labels), shuffle=True, seed=a.seed)
-    loader = DataLoader(TensorDataset(images, labels), batch_size=a.batch_size, sampler=sampler)
-    batches = len(loader)
-    steps_per_epoch = (batches + a.grad_accum - 1) // a.grad_accum
-    total = min(a.epochs * steps_per_epoch, a.max_steps)
-    epoch_batches = None
-    for step in range(total):
-        epoch, in_epoch = divmod(step, steps_per_epoch)
-        if epoch_batches is None or in_epoch == 0:
-            sampler.set_epoch(epoch)
-            epoch_batches = list(loader)
-        first, last = in_epoch * a.grad_accum, min(batches, (in_epoch + 1) * a.grad_accum)
-        train_step(a, ddp, opt, step, total, [epoch_batches[b] for b in range(first, last)])
+    for step, total, micro_batches in steps(a, images, labels):
+        train_step(a, ddp, opt, step, total, micro_batches)
     if rank == 0:
         torch.save([p.detach().clone() for p in model.parameters()], out_file)
     leave()

@@ -39,8 +39,8 @@ namespace ch07 {
 // inputs, and _root_post_backward_final_callback).
 
 // Note [Freeing what autograd saved]
-// Freeing a unit's parameters after its forward is most of FSDP's saving, but autograd has
-// saved them: a linear layer's backward needs its weight. So what is freed is the memory under
+// Freeing a unit's whole parameters after its forward is what keeps a rank near 1/N between
+// units, but autograd has saved them: a linear layer's backward needs its weight. So what is freed is the memory under
 // them, not the tensors: the storage is given back (0 bytes) and, before backward, given new
 // memory of the same size and refilled; the tensors autograd saved point at it again. PyTorch
 // does the same (FSDP2 resizes the unsharded parameters' storage to 0 and back). The refill

@@ -77,6 +77,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::vector<UnitSpec> units, 
       u.chunk_rows.push_back((rows + world - 1) / world);
       u.offsets.push_back(u.shard_numel);
       u.shard_numel += u.chunk_rows.back() * u.row_elems.back();
+      u.numel += p.numel();
     }
     u.shard = torch::zeros({u.shard_numel}, u.params.at(0).options());  // padding: zeros
     for (size_t i = 0; i < u.params.size(); ++i) {
@@ -256,11 +257,9 @@ std::vector<torch::Tensor> FullyShardedDataParallel::full_parameters() {
 FullyShardedDataParallel::Sizes FullyShardedDataParallel::sizes() const {
   Sizes s;
   for (const Unit& u : units_) {
-    int64_t whole = 0;
-    for (const torch::Tensor& p : u.params) whole += p.numel();
-    s.params += whole;
+    s.params += u.numel;
     s.shard += u.shard_numel;
-    s.largest_unit = std::max(s.largest_unit, whole);
+    s.largest_unit = std::max(s.largest_unit, u.numel);
   }
   return s;
 }
@@ -269,9 +268,7 @@ std::string FullyShardedDataParallel::describe() const {
   std::ostringstream out;
   out << units_.size() << " units:";
   for (size_t u = 0; u < units_.size(); ++u) {
-    int64_t whole = 0;
-    for (const torch::Tensor& p : units_[u].params) whole += p.numel();
-    out << (u ? ", " : " ") << units_[u].name << " (" << whole << " elements, " << units_[u].shard_numel << " a rank)";
+    out << (u ? ", " : " ") << units_[u].name << " (" << units_[u].numel << " elements, " << units_[u].shard_numel << " a rank)";
   }
   return out.str();
 }

@@ -86,6 +86,7 @@ class FullyShardedDataParallel {
     std::vector<torch::Tensor> params;  // the module's own: whole while gathered, no storage otherwise
     std::vector<int64_t> rows, row_elems, chunk_rows, offsets;  // per parameter: see Note [Sharding a unit]
     int64_t shard_numel = 0;     // this rank's shard of the unit, padding included (the same on every rank)
+    int64_t numel = 0;           // its parameters' elements, whole
     torch::Tensor shard;         // it, flat: what this rank owns
     torch::Tensor gathered;      // world x shard_numel while an all-gather fills it
     std::future<int64_t> gathering;  // the all-gather in flight (prefetched), if any

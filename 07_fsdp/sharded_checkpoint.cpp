@@ -30,7 +30,7 @@ std::string text(torch::serialize::InputArchive& a, const std::string& key) {
 // The first difference between the checkpoint and this run, "" when there is none.
 std::string other_run(torch::serialize::InputArchive& a, const std::string& model, const std::string& optimizer,
                       const std::string& data, const FullyShardedDataParallel& fsdp) {
-  if (text(a, "run.model") != model) return "it holds an " + text(a, "run.model") + ", this run builds an " + model + " (--model)";
+  if (text(a, "run.model") != model) return "it holds --model " + text(a, "run.model") + ", this run builds --model " + model;
   if (text(a, "run.optimizer") != optimizer) {
     return "it was trained with --optimizer " + text(a, "run.optimizer") + ", this run uses " + optimizer;
   }

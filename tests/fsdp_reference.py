@@ -11,17 +11,14 @@ bad input or a PyTorch without fully_shard (1.13: FSDP2 came in 2.4 and torch.di
 fully_shard in 2.6).
 """
 import argparse
-import datetime
 import faulthandler
 import os
-import signal
 import sys
 import tempfile
 
 import trainer_reference as tr  # first: it sets OPENBLAS_NUM_THREADS before torch loads
 
 import torch  # noqa: E402
-import torch.distributed as dist
 from torch import nn
 
 from reference_util import compare, leave, load_list, run_ranks
@@ -31,24 +28,13 @@ UNITS = {"mlp": ["fc1", "fc2", "fc3"], "cnn": ["conv1", "conv2", "fc1", "fc2"]} 
 
 def worker(rank, a, store_file, out_file):
     from torch.distributed.fsdp import fully_shard
-    faulthandler.register(signal.SIGALRM, all_threads=True)
-    signal.alarm(38)
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="file://" + store_file, rank=rank, world_size=a.world_size,
-                            timeout=datetime.timedelta(seconds=40))
-    images, labels = tr.load_split(a.data_dir, True, a.train_samples)
-    model = tr.MODELS[a.model]()
-    with torch.no_grad():
-        for p, t in zip(model.parameters(), load_list(a.init)):
-            p.copy_(t)
+    images, labels, model = tr.start_rank(rank, a, store_file)
     for name in UNITS[a.model]:
         fully_shard(getattr(model, name))
     fully_shard(model)
     # foreach=False: the per-parameter loop, which PyTorch picks for CPU tensors anyway.
-    if a.optimizer == "adamw":
-        opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=a.weight_decay, foreach=False)
-    else:
-        opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay, foreach=False)
+    opt_class, kwargs = tr.optimizer_of(a)
+    opt = opt_class(model.parameters(), foreach=False, **kwargs)
     for step, total, micro in tr.steps(a, images, labels):
         for g in opt.param_groups:
             g["lr"] = tr.learning_rate(a, step, total)

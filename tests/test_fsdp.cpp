@@ -201,7 +201,7 @@ TEST(Fsdp, AStepMissingAShardIsSkippedAndAnotherRunsIsRefusedIntact) {
   auto cnn = fsdp_trainer(2, plus(short_run(out), {"--model", "cnn"}));
   EXPECT_EQ(cnn.exit_code, 2) << cnn.output;
   EXPECT_NE(cnn.output.find("refusing to resume from " + out + "/checkpoints/rank-0/ckpt-000000006.pt: it is intact but not this run's: "
-                            "it holds an mlp, this run builds an cnn (--model)"),
+                            "it holds --model mlp, this run builds --model cnn"),
             std::string::npos)
       << cnn.output;
   EXPECT_EQ(read_text(out + "/checkpoints/rank-0/ckpt-000000006.pt"), kept);

@@ -166,7 +166,10 @@ def train_step(a, ddp, opt, step, total, micro_batches):
     opt.step()
 
 
-def worker(rank, a, store_file, out_file):
+def start_rank(rank, a, store_file):
+    """What every reference rank does first (this one's and fsdp_reference.py's): joins the group,
+    loads the training images, builds the model with the C++ run's initial parameters (--init).
+    Returns (images, labels, model)."""
     # A rank that hangs prints its stack at 38 s, before the harness's watchdog (40 s) stops the
     # whole reference: a signal, since faulthandler.dump_traceback_later would wait forever here
     # for the parent's watchdog thread, which fork did not copy.
@@ -181,6 +184,18 @@ def worker(rank, a, store_file, out_file):
     with torch.no_grad():
         for p, t in zip(model.parameters(), load_list(a.init)):
             p.copy_(t)
+    return images, labels, model
+
+
+def optimizer_of(a):
+    """--optimizer's class and arguments, as 05_ddp's optimizer_factory() builds it."""
+    if a.optimizer == "adamw":
+        return torch.optim.AdamW, dict(lr=a.lr, weight_decay=a.weight_decay)
+    return torch.optim.SGD, dict(lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay)
+
+
+def worker(rank, a, store_file, out_file):
+    images, labels, model = start_rank(rank, a, store_file)
     ddp = DDP(model, gradient_as_bucket_view=a.gradient_as_bucket_view, find_unused_parameters=a.find_unused_parameters)
     if a.comm_hook == "powersgd":  # as 05_ddp --comm-hook powersgd (Note [PowerSGD])
         state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=a.powersgd_rank,
@@ -189,10 +204,7 @@ def worker(rank, a, store_file, out_file):
     elif a.comm_hook != "none":  # as 05_ddp --comm-hook (Note [Communication hooks])
         ddp.register_comm_hook(None, {"fp16": default_hooks.fp16_compress_hook,
                                       "bf16": default_hooks.bf16_compress_hook}[a.comm_hook])
-    if a.optimizer == "adamw":
-        opt_class, kwargs = torch.optim.AdamW, dict(lr=a.lr, weight_decay=a.weight_decay)
-    else:
-        opt_class, kwargs = torch.optim.SGD, dict(lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay)
+    opt_class, kwargs = optimizer_of(a)
     if a.zero:  # as 05_ddp --zero (Note [ZeRO-1: optimizer state sharded])
         opt = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=opt_class, **kwargs)
     else:

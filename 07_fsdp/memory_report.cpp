@@ -24,11 +24,7 @@ bool report_memory(const FullyShardedDataParallel& fsdp, const torch::optim::Opt
             "the formula 4Ψ(2+k)/N: " + ddp::mib(4.0 * static_cast<double>(s.params) * (2 + k) / world) +
             "; whole while it computes, the largest unit: " + std::to_string(s.largest_unit) + " elements (" +
             ddp::mib(4.0 * static_cast<double>(s.largest_unit)) + " of parameters, in backward as much of gradient)");
-  if (ddp::TensorMemory::started()) {
-    const auto limit = ddp::TensorMemory::limit_mib();
-    ddp::log("memory: peak of the tensors training allocated " + ddp::mib(static_cast<double>(ddp::TensorMemory::peak_bytes())) +
-             (limit ? " (--memory-limit-mb " + ddp::mib(*limit * 1024 * 1024) + ")" : std::string(" (no --memory-limit-mb)")));
-  }
+  if (ddp::TensorMemory::started()) ddp::log(ddp::TensorMemory::peak_line());
   return state == k * rows;
 }
 

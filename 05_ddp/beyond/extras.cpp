@@ -125,10 +125,7 @@ void RunExtras::report(const DistributedDataParallel& ddp) {
        (o_.gradient_as_bucket_view ? ", --gradient-as-bucket-view" : "") + "); rank 0's RSS now " + mib(now) +
        ", at its peak " + mib(std::max(now, usage.ru_maxrss * 1024.0)));
   // --memory-limit-mb: each rank's own peak (with --zero they differ), as 07 prints it always.
-  if (o_.memory_limit_mb) {
-    log("memory: peak of the tensors training allocated " + mib(static_cast<double>(TensorMemory::peak_bytes())) +
-        " (--memory-limit-mb " + mib(*o_.memory_limit_mb * 1024 * 1024) + ")");
-  }
+  if (o_.memory_limit_mb) log(TensorMemory::peak_line());
 }
 
 void RunExtras::end_training(const DistributedDataParallel& ddp) {

@@ -109,4 +109,10 @@ std::optional<double> TensorMemory::limit_mib() {
   return l > 0 ? std::optional<double>(static_cast<double>(l) / (1024.0 * 1024.0)) : std::nullopt;
 }
 
+std::string TensorMemory::peak_line() {
+  const auto limit = limit_mib();
+  return "memory: peak of the tensors training allocated " + mib(static_cast<double>(peak_bytes())) +
+         (limit ? " (--memory-limit-mb " + mib(*limit * 1024 * 1024) + ")" : std::string(" (no --memory-limit-mb)"));
+}
+
 }  // namespace ddp

@@ -29,6 +29,9 @@ class TensorMemory {
   static int64_t peak_bytes();  // since start() or reset_peak()
   static void reset_peak();
   static std::optional<double> limit_mib();
+  // "memory: peak of the tensors training allocated 5.98 MiB (--memory-limit-mb 10.00 MiB)": the
+  // line 05 and 07 print on every rank.
+  static std::string peak_line();
 };
 
 // "12.34 MiB"

@@ -65,11 +65,13 @@
 #include "kernels.h"
 #include "proc.h"
 #include "checked_blocks.h"
+#include "pages.h"
 #include "readme_blocks.h"
 
 using namespace ddp_test;
 namespace fs = std::filesystem;
 namespace rb = ddp_test::readme;
+using namespace ddp_test::pages;
 
 namespace {
 
@@ -89,27 +91,6 @@ struct Block {
 // Where the READMEs' examples pretend the repository is, in absolute paths a program prints.
 const std::string kExampleCheckout = "/home/you/ddp-course";
 
-// Every Markdown page of the repository, relative to its root, the top README first: each `*.md`
-// outside the build folders, runs/ and the hidden folders (.git, .venv, .cache), which is what
-// .gitignore leaves. Found, not listed, so a page added anywhere (docs/, a chapter's "Going
-// further" pages) is checked without a list to update.
-std::vector<std::string> markdown_files() {
-  const fs::path root = DDP_SOURCE_DIR;
-  std::vector<std::string> files;
-  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it) {
-    const std::string name = it->path().filename().string();
-    if (it->is_directory()) {
-      const bool ignored = name.rfind(".", 0) == 0 || (it.depth() == 0 && (name.rfind("build", 0) == 0 || name == "runs"));
-      if (ignored) it.disable_recursion_pending();
-      continue;
-    }
-    if (it->path().extension() == ".md") files.push_back(fs::relative(it->path(), root).string());
-  }
-  std::sort(files.begin(), files.end(), [](const std::string& a, const std::string& b) {
-    return (a == "README.md") != (b == "README.md") ? a == "README.md" : a < b;
-  });
-  return files;
-}
 
 // The pages the checked examples lived in before they were found rather than listed.
 const std::vector<std::string> kChapterReadmes = {"README.md",           "01_join_group/README.md",  "02_spawn/README.md",
@@ -501,54 +482,6 @@ TEST(Slurm, ReadmeJobLogsMatchRealJobs) {
 
 namespace {
 
-// GitHub's anchor for a heading: lower case, punctuation dropped, each blank a hyphen
-// ("## Chapter 06's tests" -> chapter-06s-tests); bytes of other scripts are kept.
-std::string slug(const std::string& heading) {
-  std::string s;
-  for (const unsigned char c : heading) {
-    if (std::isalnum(c) || c == '_' || c == '-' || c >= 0x80) s += static_cast<char>(std::tolower(c));
-    else if (c == ' ') s += '-';
-  }
-  return s;
-}
-
-// A page's lines outside fenced code blocks, numbered from 1, and the anchors of its headings
-// (a repeated heading's anchor gets -1, -2, ... as on GitHub).
-struct Page {
-  std::vector<std::pair<int, std::string>> prose;
-  std::set<std::string> anchors;
-  std::map<std::string, std::string> sections;  // anchor -> the lines under that heading, fences too
-};
-Page read_page_text(std::istream& in) {
-  Page page;
-  bool fenced = false;
-  std::map<std::string, int> seen;
-  std::string section;
-  int n = 0;
-  for (std::string l; std::getline(in, l);) {
-    ++n;
-    const size_t first = l.find_first_not_of(' ');
-    if (first != std::string::npos && l.compare(first, 3, "```") == 0) fenced = !fenced;
-    else if (!fenced) {
-      page.prose.emplace_back(n, l);
-      static const std::regex heading(R"(#{1,6}\s+(.*?)\s*#*\s*)");
-      std::smatch m;
-      if (std::regex_match(l, m, heading)) {
-        const std::string a = slug(m[1]);
-        const int k = seen[a]++;
-        section = k == 0 ? a : a + "-" + std::to_string(k);
-        page.anchors.insert(section);
-      }
-    }
-    if (!section.empty()) page.sections[section] += l + "\n";
-  }
-  return page;
-}
-Page read_page(const fs::path& path) {
-  std::ifstream in(path);
-  return read_page_text(in);
-}
-
 }  // namespace
 
 // The checked examples and the link check read every page of the repository: the chapters'
@@ -621,9 +554,10 @@ TEST(Docs, TopReadmeIsAPageALearnerReads) {
 namespace {
 
 // A page a learner reads: the top README, the chapters' pages, the exercises' and common/'s
-// READMEs (docs/ and bench/ are the maintainers' and the curious reader's).
+// READMEs, and the docs pages a chapter sends the learner to (01.1 to settings.md, 07 to
+// memory.md); the rest of docs/ and bench/ are the maintainers' and the curious reader's.
 bool learner_page(const std::string& page) {
-  static const std::regex re(R"(^(README\.md|\d\d_[^/]+/.*\.md|exercises/README\.md|common/README\.md)$)");
+  static const std::regex re(R"(^(README\.md|\d\d_[^/]+/.*\.md|exercises/README\.md|common/README\.md|docs/settings\.md|docs/memory\.md)$)");
   return std::regex_match(page, re);
 }
 
@@ -640,14 +574,33 @@ std::vector<std::string> learner_page_problems(const std::string& name, const st
       {std::regex(R"(\bthe walk of)", std::regex::icase), "the tests' walk of the pages: a maintainer's word"},
       {std::regex(R"(\bissue\s+\d+)", std::regex::icase), "an issue number: a maintainer's word"},
   };
-  const std::regex heading(R"(^#{1,6}\s.*)"), dated(R"(\b20\d\d-\d\d-\d\d\b)");
+  const std::regex heading(R"(^#{1,6}\s.*)"), dated(R"(\b20\d\d-\d\d-\d\d\b)"), in_pytorch(R"(^#{1,6}\s+In PyTorch\b.*)");
+  // Where a learner meets no word of the maintainers' at all (headings, "In PyTorch", the
+  // exercises' page, going-further pages): not the tests, a test's name, CI or ctest.
+  const std::vector<std::pair<std::regex, std::string>> maintainers = {
+      {std::regex(R"(\bthe tests?\b)", std::regex::icase), "'the tests': the maintainers' harness"},
+      {std::regex(R"(\b[A-Z][A-Za-z]+(/[A-Z][A-Za-z]+)?\.[A-Z][a-z][A-Za-z]+\b)"), "a test's name: the maintainers' catalogue (docs/tests.md)"},
+      {std::regex(R"(\bCI\b)"), "CI: a maintainer's word"},
+      {std::regex(R"(\bctest\b)"), "ctest: a maintainer's tool"},
+  };
+  const bool whole_page = name == "exercises/README.md" || name.find("going_further") != std::string::npos;
+  bool pytorch_section = false;
+  static const std::regex code_span("`[^`]*`");
   for (const auto& [n, raw] : page.prose) {
     const std::string line = std::regex_replace(raw, marker, "");
     const std::string where = name + ":" + std::to_string(n) + ": ";
     for (const auto& [re, why] : harness) {
       if (std::regex_search(line, re)) problems.push_back(where + why);
     }
-    if (std::regex_match(line, heading) && std::regex_search(line, dated)) problems.push_back(where + "a date in a heading");
+    const bool is_heading = std::regex_match(line, heading);
+    if (is_heading) pytorch_section = std::regex_match(line, in_pytorch);
+    if (is_heading && std::regex_search(line, dated)) problems.push_back(where + "a date in a heading");
+    if (whole_page || is_heading || pytorch_section) {
+      const std::string words = std::regex_replace(line, code_span, "`");
+      for (const auto& [re, why] : maintainers) {
+        if (std::regex_search(words, re) || (why.rfind("a test's", 0) == 0 && std::regex_search(line, re))) problems.push_back(where + why);
+      }
+    }
   }
   if (name.find("going_further") != std::string::npos) {
     // The first paragraph after the title.
@@ -699,7 +652,9 @@ TEST(Docs, LearnerPageCheckFindsPlantedHarnessWords) {
       "*Not run by the tests: needs a GPU.*\n"                                                        // 5
       "run.sh is where the walk of these pages starts\n"                                              // 6
       "## Measured (issue 14)\n"                                                                      // 7
-      "## One run, 2026-11-24\n";                                                                     // 8
+      "## One run, 2026-11-24\n"                                                                      // 8
+      "The check `Docs.EveryFigureHasItsSource` holds it, as CI does.\n"                              // 9: a name, CI
+      "## What the tests prove\n";                                                                    // 10
   const auto found = learner_page_problems("05_ddp/going_further/zero.md", bad);
   const std::string all = ::testing::PrintToString(found);
   auto has = [&](const std::string& s) { return rb::mentions(found, s); };
@@ -708,247 +663,24 @@ TEST(Docs, LearnerPageCheckFindsPlantedHarnessWords) {
   EXPECT_TRUE(has("zero.md:7: an issue number")) << all;
   EXPECT_TRUE(has("zero.md:8: a date in a heading")) << all;
   EXPECT_TRUE(has("zero.md: opens with the way back")) << all;
-  EXPECT_EQ(found.size(), 5u) << all;
+  EXPECT_TRUE(has("zero.md:9: a test's name")) << all;
+  EXPECT_TRUE(has("zero.md:9: CI")) << all;
+  EXPECT_TRUE(has("zero.md:10: 'the tests'")) << all;
+  EXPECT_TRUE(has("zero.md:5: 'the tests'")) << all;
+  EXPECT_EQ(found.size(), 9u) << all;
+  // In a chapter's README: only its headings and its "In PyTorch" section are held to it.
+  const std::string chapter =
+      "# 05\n\n## In PyTorch\nThe tests hold this to `Trainer/TrainerMatchesPyTorchDDP.FinalParameters`.\n\n"  // 4
+      "## Run\nThe tests run it too; TCPStore/FileStore.\n";                                                     // 6-7: allowed here
+  const auto in_chapter = learner_page_problems("05_ddp/README.md", chapter);
+  EXPECT_EQ(in_chapter.size(), 2u) << ::testing::PrintToString(in_chapter);
+  EXPECT_TRUE(rb::mentions(in_chapter, "README.md:4: 'the tests'")) << ::testing::PrintToString(in_chapter);
+  EXPECT_TRUE(learner_page("docs/settings.md"));
+  EXPECT_TRUE(learner_page("docs/memory.md"));
   const auto lost = learner_page_problems("05_ddp/going_further/x.md", "# X\n\nA point, and no way back.\n");
   EXPECT_EQ(lost.size(), 1u) << ::testing::PrintToString(lost);
   EXPECT_FALSE(learner_page("docs/walk.md"));
   EXPECT_TRUE(learner_page("05_ddp/going_further/zero.md"));
-}
-
-// ---- Figures with a source (Note [Every figure has its source]) ----
-
-// Note [Every figure has its source]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// A figure a learner reads about a run (a time, a share, a size) must come from a run, and the
-// same step must not be told with different figures on different pages (the CNN step once had
-// six overlap shares). So every figure of a learner page's prose (and of docs/observing.md, which
-// tells the same runs, and of docs/memory.md, whose table chapter 07 sends the learner to) with a unit (%, ms, µs, s, MiB, KiB, MB, GB, samples/s, minutes) has a
-// source, checked here:
-//   - a checked block of the same page (its output holds the same digits), or
-//   - a marker on the line(s) right above its paragraph, `<!-- figures: SOURCE ... -->`, each
-//     SOURCE one of:
-//       PATH.json      the reference step's figures (bench/pictures/step_cnn_2ranks.figures.json,
-//                      Note [One reference step] in bench/plot_step.py): one of its numbers,
-//                      rounded as the page writes it;
-//       PATH.md        the checked blocks of another page;
-//       PATH.md#anchor that section of a maintainers' page where the runs are recorded
-//                      (docs/measured.md): the same digits;
-//       vary           figures meant to vary (run to run, machine to machine): the paragraph
-//                      must say so;
-//       code           the code's own constants (a default, a limit), not a run's.
-// A paragraph is a run of prose lines without a blank line. Inline code counts (it may quote a
-// run's output); a flag's value has no unit (`--max-steps 50`), so it is not a figure.
-namespace {
-
-struct PageFigure {
-  int line;
-  std::string number, text;  // "85", "85 %"
-};
-
-// The figures with a unit in one prose line (HTML comments and link targets removed; a code span
-// counts: `overlap: 66.26% ...` quotes a run).
-std::vector<PageFigure> figures_in(int line, const std::string& raw) {
-  static const std::regex comment("<!--.*?-->"), target(R"(\]\([^)]*\))");
-  static const std::regex figure(R"((^|[^\w.,\-/])(\d{1,3}(,\d{3})+|\d+(\.\d+)?)\s?(%|ms|µs|us|s|MiB|KiB|MB|GB|GiB|KB|samples/s|minutes|seconds)(?=$|[^\w]))");
-  std::string text = std::regex_replace(raw, comment, " ");
-  text = std::regex_replace(text, target, "]");
-  std::vector<PageFigure> out;
-  for (std::sregex_iterator it(text.begin(), text.end(), figure), end; it != end; ++it) {
-    std::string n = (*it)[2];
-    n.erase(std::remove(n.begin(), n.end(), ','), n.end());
-    out.push_back({line, n, (*it)[2].str() + " " + (*it)[5].str()});
-  }
-  return out;
-}
-
-// Whether `number` stands in `text` as a number of its own (not inside 1.85, 285 or a hash's d86d;
-// a unit may follow it: 14.5s).
-bool holds_number(const std::string& text, const std::string& number) {
-  for (size_t at = text.find(number); at != std::string::npos; at = text.find(number, at + 1)) {
-    const auto digit = [&](size_t i) { return i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); };
-    const bool before = at > 0 && (std::isalnum(static_cast<unsigned char>(text[at - 1])) || text[at - 1] == '_' ||
-                                   (text[at - 1] == '.' && at > 1 && digit(at - 2)));
-    const size_t e = at + number.size();
-    const bool after = digit(e) || (e + 1 < text.size() && text[e] == '.' && digit(e + 1));
-    if (!before && !after) return true;
-  }
-  return false;
-}
-
-// Every number of a JSON document.
-void json_numbers(const nlohmann::json& j, std::vector<double>& out) {
-  if (j.is_number()) out.push_back(j.get<double>());
-  else if (j.is_structured()) for (const auto& v : j) json_numbers(v, out);
-}
-
-// `number` ("2.9") is one of `values` rounded to as many decimals as it is written with.
-bool rounds_to(const std::vector<double>& values, const std::string& number) {
-  const size_t dot = number.find('.');
-  const int decimals = dot == std::string::npos ? 0 : static_cast<int>(number.size() - dot - 1);
-  const double want = std::stod(number), scale = std::pow(10.0, decimals);
-  return std::any_of(values.begin(), values.end(), [&](double v) { return std::llround(v * scale) == std::llround(want * scale); });
-}
-
-// The text of a page's checked blocks, of its sections by anchor, and its prose lines.
-struct FigureSources {
-  std::string checked;
-  std::map<std::string, std::string> sections;
-  std::vector<std::pair<int, std::string>> prose;
-};
-FigureSources sources_of(const std::string& text) {
-  FigureSources out;
-  for (const rb::Fence& f : rb::fences(text)) {
-    if (!rb::marker_options(f, "checked")) continue;
-    for (const std::string& l : f.body) out.checked += l + "\n";
-  }
-  std::istringstream in(text);
-  Page page = read_page_text(in);
-  out.sections = std::move(page.sections);
-  out.prose = std::move(page.prose);
-  return out;
-}
-
-// The figures of one page without a source; `read` gives another page's text or a file's (""
-// when it does not exist). See Note [Every figure has its source].
-std::vector<std::string> figures_without_source(const std::string& name, const std::string& text,
-                                                const std::function<std::string(const std::string&)>& read) {
-  std::vector<std::string> problems;
-  const FigureSources own = sources_of(text);
-  const fs::path dir = fs::path(name).parent_path();
-  static const std::regex marker(R"(^<!-- figures: (.+) -->\s*$)"), any_marker(R"(^<!--.*-->\s*$)");
-  static const std::regex varies(R"(\b(vary|varies|varied|typical|typically|from run to run|range|depends?)\b)", std::regex::icase);
-  // One source of a paragraph, read once: it holds every figure (code, vary), or these numbers
-  // (a JSON file), or this text (another page's checked blocks, a section).
-  struct Source {
-    bool any = false;
-    std::vector<double> numbers;
-    std::string text;
-  };
-  auto resolve = [&](const std::string& src, const std::string& paragraph) {
-    Source s;
-    if (src == "code") s.any = true;
-    if (src == "vary") {
-      s.any = std::regex_search(paragraph, varies);
-      if (!s.any && !paragraph.empty()) {
-        problems.push_back(name + ": a paragraph marked 'figures: vary' that does not say its figures vary: " + paragraph.substr(0, 80));
-      }
-    }
-    if (s.any || src == "vary") return s;
-    const size_t hash = src.find('#');
-    const std::string file = (dir / src.substr(0, hash)).lexically_normal().string();
-    const std::string body = read(file);
-    if (body.empty()) {
-      problems.push_back(name + ": the figures' source " + src + " (" + file + ") does not exist");
-    } else if (src.size() > 5 && src.substr(src.size() - 5) == ".json") {
-      json_numbers(nlohmann::json::parse(body, nullptr, false), s.numbers);
-    } else if (hash == std::string::npos) {
-      s.text = sources_of(body).checked;
-    } else {
-      const auto sections = sources_of(body).sections;
-      const auto it = sections.find(src.substr(hash + 1));
-      if (it == sections.end()) problems.push_back(name + ": the figures' source " + src + " names no section of " + file);
-      else s.text = it->second;
-    }
-    return s;
-  };
-  std::vector<std::string> sources;  // of the paragraph being read
-  std::string paragraph;
-  std::vector<PageFigure> figures;
-  auto close = [&] {
-    std::vector<Source> resolved;
-    for (const std::string& src : sources) resolved.push_back(resolve(src, paragraph));
-    for (const PageFigure& f : figures) {
-      if (holds_number(own.checked, f.number)) continue;
-      const bool found = std::any_of(resolved.begin(), resolved.end(), [&](const Source& s) {
-        return s.any || rounds_to(s.numbers, f.number) || holds_number(s.text, f.number);
-      });
-      if (!found) {
-        problems.push_back(name + ":" + std::to_string(f.line) + ": '" + f.text + "' has no source" +
-                           (sources.empty() ? ": no checked block of this page holds it, and its paragraph names no <!-- figures: ... -->"
-                                            : " among its paragraph's: " + ::testing::PrintToString(sources)));
-      }
-    }
-    sources.clear(), paragraph.clear(), figures.clear();
-  };
-  for (const auto& [n, line] : own.prose) {
-    std::smatch m;
-    if (std::regex_match(line, m, marker)) {
-      if (!paragraph.empty()) close();
-      std::istringstream words(m[1].str());
-      for (std::string w; words >> w;) sources.push_back(w);
-      continue;
-    }
-    if (std::regex_match(line, any_marker)) continue;
-    if (line.find_first_not_of(" \t") == std::string::npos) {
-      if (!paragraph.empty()) close();
-      continue;
-    }
-    paragraph += line + " ";
-    for (PageFigure& f : figures_in(n, line)) figures.push_back(f);
-  }
-  close();
-  return problems;
-}
-
-std::string read_source_file(const std::string& path) {
-  std::ifstream in(fs::path(DDP_SOURCE_DIR) / path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-}  // namespace
-
-TEST(Docs, EveryFigureHasItsSource) {
-  int pages = 0;
-  for (const std::string& page : markdown_files()) {
-    if (!learner_page(page) && page != "docs/observing.md" && page != "docs/memory.md") continue;
-    ++pages;
-    for (const std::string& p : figures_without_source(page, read_source_file(page), read_source_file)) ADD_FAILURE() << p;
-  }
-  EXPECT_GE(pages, 20);
-}
-
-// The check on planted faults: a figure no block or reference has, the reference step told with
-// another share, a range that does not say it varies; and what is right passes.
-TEST(Docs, FigureCheckFindsPlantedContradictions) {
-  const std::map<std::string, std::string> files = {
-      {"ref.json", R"({"hidden_pct": 85.424, "buckets": [{"starts_ms_into_backward": 2.86}]})"},
-      {"other.md", "<!-- checked -->\n```console\n$ x\noverlap: 61.50%\n```\n"},
-      {"docs/measured.md", "# M\n\n## Runs\n\n| run | s |\n|---|---|\n| a | 3.68 |\n\n## Later\n\n4.74 s\n"},
-  };
-  auto read = [&](const std::string& p) { return files.count(p) ? files.at(p) : std::string(); };
-  const std::string good =
-      "# Page\n\n<!-- checked -->\n```console\n$ run\nloss 0.4798, overlap: 71.81% in 14.5s\n```\n"
-      "It printed 71.81% here, in 14.5 s.\n\n"                                  // from the checked block
-      "<!-- figures: ref.json -->\nThe step hid 85 % of its all-reduce; bucket 0 was ready 2.9 ms in.\n\n"
-      "<!-- figures: other.md -->\nThe resumed run: 61.50 %.\n\n"
-      "<!-- figures: docs/measured.md#runs -->\nIt took 3.68 s.\n\n"
-      "<!-- figures: vary -->\nThe share varies from run to run: 47 to 75 %.\n\n"
-      "<!-- figures: code -->\nBuckets close at 25 MiB. Run `--max-steps 50 --timeout 60` (a command: 50 is no figure).\n\n"
-      "It printed `overlap: 71.81% of all-reduce time`.\n";
-  EXPECT_FALSE(holds_number("params fingerprint d0b2c9788535d86d", "86")) << "a hash's digits are no figure";
-  EXPECT_TRUE(holds_number("exited 0 in 14.5s", "14.5"));
-  const auto none = figures_without_source("page.md", good, read);
-  EXPECT_TRUE(none.empty()) << ::testing::PrintToString(none);
-  const std::string bad =
-      "# Page\n\n<!-- checked -->\n```console\n$ run\noverlap: 71.81%\n```\n"  // 1-7
-      "Another run printed 66.26 % here.\n\n"                                  // 8: no source
-      "<!-- figures: ref.json -->\nThe step hid 70 % of its all-reduce.\n\n"  // 11: not the reference's
-      "<!-- figures: docs/measured.md#runs -->\nIt took 4.74 s.\n\n"           // 14: another section's
-      "<!-- figures: vary -->\nThe share was 47 %.\n\n"                        // 17: says nothing of varying
-      "<!-- figures: missing.json -->\nA 5 ms step.\n\n"                     // 20: no such file
-      "It printed `overlap: 66.73% of all-reduce time`.\n";                     // 22: quoted, no source
-  const auto found = figures_without_source("page.md", bad, read);
-  const std::string all = ::testing::PrintToString(found);
-  auto has = [&](const std::string& s) { return rb::mentions(found, s); };
-  EXPECT_TRUE(has("page.md:8: '66.26 %' has no source")) << all;
-  EXPECT_TRUE(has("page.md:11: '70 %' has no source")) << all;
-  EXPECT_TRUE(has("page.md:14: '4.74 s' has no source")) << all;
-  EXPECT_TRUE(has("page.md:17: '47 %' has no source")) << all;
-  EXPECT_TRUE(has("a paragraph marked 'figures: vary' that does not say its figures vary")) << all;
-  EXPECT_TRUE(has("page.md:20: '5 ms' has no source")) << all;
-  EXPECT_TRUE(has("the figures' source missing.json")) << all;
-  EXPECT_TRUE(has("page.md:22: '66.73 %' has no source")) << all;
-  EXPECT_EQ(found.size(), 8u) << all;
 }
 
 // ---- The memory table against its script (docs/memory.md, bench/memory_table.sh) ----

@@ -51,7 +51,7 @@ follow_log() {
 
 # make's lines, one per translation unit and link, as progress lines; compiler errors and make's
 # "***" lines as they come (a file named error_file.cpp is not an error).
-BUILD_FILTER='s/^\[ *([0-9]+)%\] Building CXX object .*cmake_pch\.hxx\.(gch|pch)$/[\1%] precompiling <torch\/torch.h> (under a minute)/p
+BUILD_FILTER='s/^\[ *([0-9]+)%\] Building CXX object .*cmake_pch\.hxx\.(gch|pch)$/[\1%] precompiling <torch\/torch.h>/p
 s/^\[ *([0-9]+)%\] Building CXX object (.*\/)?([^ \/]+)\.dir\/Unity\/unity_([0-9]+)_cxx\.cxx\.o$/[\1%] compiling \3'"'"'s files together (part \4)/p
 s/^\[ *([0-9]+)%\] Building CXX object (CMakeFiles\/)?([^ ]*\.dir\/)?(.*)\.o$/[\1%] compiling \4/p
 s/^\[ *([0-9]+)%\] Linking CXX (executable|static library) (.*)$/[\1%] linking \3/p

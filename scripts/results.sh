@@ -22,3 +22,34 @@ write_result() {
   mv "$dir/$name.json.tmp" "$dir/$name.json"
   echo "wrote $dir/$name.json"
 }
+
+# One figure of a result file, by its keys (result_value first_run seconds_to_first_output), or
+# nothing when the file or the figure is missing; a script's estimate says where it comes from.
+result_value() {
+  local name=$1
+  shift
+  python3 - "${DDP_RESULTS_DIR:-$root/results}/$name.json" "$@" 2>/dev/null <<'PY' || true
+import json, sys
+try:
+    v = json.load(open(sys.argv[1]))
+    for k in sys.argv[2:]:
+        v = v[k]
+    print(v)
+except Exception:
+    pass
+PY
+}
+
+# "about 3 min 5 s on <the CPU that measured it> (results/NAME.json)" for one of a result's
+# figures in seconds (result_estimate NAME FALLBACK KEY...), or FALLBACK (no figure) without it.
+result_estimate() {
+  local name=$1 fallback=$2 s cpu
+  shift 2
+  s=$(result_value "$name" "$@")
+  cpu=$(result_value "$name" cpu)
+  if [ -z "$s" ]; then echo "$fallback"; return; fi
+  s=${s%.*}
+  local t="$s s"
+  [ "$s" -lt 60 ] || t="$((s / 60)) min $((s % 60)) s"
+  echo "about $t on ${cpu:-the measuring machine} (results/$name.json)"
+}

@@ -6,13 +6,14 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/progress.sh"
 source "$root/scripts/course.sh"
+source "$root/scripts/results.sh"
 "$root/scripts/setup.sh" cpu
 build=$root/build-cpu
 log=$root/build-cpu.log
 failed() { tail -n 60 "$log"; echo "build FAILED (full log: $log)" >&2; exit 1; }
 
 # 1. Chapter 01 and the libraries it links, in the foreground (this also configures).
-usual="building chapter 01: about 1.5 minutes on 2 idle cores the first time, seconds when built"
+usual="building chapter 01: $(result_estimate first_run "minutes" chapter01_build_s) the first time, seconds when built"
 [ -f "$build/Makefile" ] && usual="building what changed for chapter 01"
 run_step "[build cpu]" "$usual" "$log" "$BUILD_FILTER" "$root/scripts/build.sh" cpu 01_join_group || failed
 

@@ -79,7 +79,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" = 0 ] || die "missing Debian packages: ${missing[*]}; run this script as root (or install them)"
   # apt's own lines are many and long: a line every 30 s says it is still going, and each wait
   # for another apt is said.
-  run_step "[setup]" "installing ${missing[*]} with apt: 1-3 minutes on a fresh machine" "$log" 's/^(waiting for .*)/\1/p' \
+  run_step "[setup]" "installing ${missing[*]} with apt (minutes on a fresh machine)" "$log" 's/^(waiting for .*)/\1/p' \
     apt_install "${missing[@]}" ||
     die "apt-get failed (all it printed: $log):
 $(grep -E '^(E|Err|W): ' "$log" | awk '!seen[$0]++' | tail -n 4)"
@@ -109,14 +109,14 @@ if [[ " $flavours " == *" cuda "* ]]; then
   fi
   # TensorBoard's own reader checks the trainer's event files in the tests.
   if ! "$venv/bin/python" -c "import tensorboard" 2>/dev/null; then
-    run_step "[setup]" "adding tensorboard to $venv (under a minute)" "$log" 's/^(Collecting [^ ]+).*/\1/p' \
+    run_step "[setup]" "adding tensorboard to $venv" "$log" 's/^(Collecting [^ ]+).*/\1/p' \
       "$venv/bin/pip" install --disable-pip-version-check --progress-bar off tensorboard || die "installing tensorboard failed: see $log"
   fi
   if [ "$torch_later" = later ]; then
     say "torch==$torch_pip_version's wheel: by a second call (DDP_SETUP_TORCH=later)"
   elif ! "$venv/bin/python" -c "import torch,sys; sys.exit(torch.__version__.split('+')[0] != '$torch_pip_version')" 2>/dev/null; then
     # One line per package pip collects (torch and its CUDA wheels, about 20).
-    run_step "[setup]" "installing torch==$torch_pip_version into $venv (4.6 GB: about a minute from pip's cache, several to download)" "$log" \
+    run_step "[setup]" "installing torch==$torch_pip_version into $venv (4.6 GB: minutes to download)" "$log" \
       's/^(Collecting [^ ]+).*/\1/p; s/^(Installing collected packages).*/\1/p; s/^(Successfully installed).*/\1/p' \
       "$venv/bin/pip" install --disable-pip-version-check --progress-bar off "torch==$torch_pip_version" ||
       die "installing torch into the virtualenv failed: see $log"

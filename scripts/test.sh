@@ -75,16 +75,15 @@ if [[ " $flavours " == *" cpu "* ]]; then
     export DDP_SLURM_UNAVAILABLE="${why//$'\n'/ }"
   fi
 fi
-# The first time, each phase's estimate is what it took from a fresh clone on a 2-core machine of
-# CI's (2026-11-28, commits e0f34c1..3f62210: cpu build 124-153 s, cpu tests 694-884 s, cuda
-# tests 249-321 s; the cuda build alone 129 s), and from a fresh clone of 9a2d69a on the same
-# machine given 0.91 of a core's time in all (a cgroup's quota: 2.2 times slower, as the slower
-# kind CI also gets; tools/slow_fresh_clone.sh): cpu build 250 s, cpu tests 1428 s, cuda tests
-# 469 s (docs/tests.md, "Test time"); after that, what it took here the last time.
-declare -A first_build=([cpu]="about 2.5 minutes on 2 idle cores (4 on 2 cores 2.2 times slower)"
-                        [cuda]="about 2 minutes on 2 idle cores, longer at nice 19 beside the cpu tests")
-declare -A first_test=([cpu]="about 12-15 minutes on 2 cores (24 on 2 cores 2.2 times slower)"
-                       [cuda]="about 4-5.5 minutes on 2 cores (8 on 2 cores 2.2 times slower)")
+# The first time, each phase's estimate is what a full run took where results/test_phases.json
+# was recorded (DDP_RECORD_RESULTS=1 scripts/test.sh from a fresh clone); after that, what it
+# took here the last time (timings.sh).
+source "$root/scripts/results.sh"
+declare -A first_build first_test
+for f in cpu cuda; do
+  first_build[$f]=$(result_estimate test_phases "a few minutes" seconds "build-$f-first")
+  first_test[$f]=$(result_estimate test_phases "many minutes" seconds "test-$f")
+done
 # Builds one flavour (at the priority given: "nice -n 19" or none), names its LibTorch, and
 # leaves its time for built(): a first build and one of what changed are kept apart.
 build_flavour() {
@@ -156,6 +155,13 @@ for i in "${!fl[@]}"; do
 done
 echo "== logs: ${logs[*]}"
 time_summary
+# The figures the first run's estimates come from (above), kept only when asked and all passed.
+if [ "${DDP_RECORD_RESULTS:-}" = 1 ] && [ $status = 0 ]; then
+  members=""
+  for k in "${phase_keys[@]}"; do members+="${members:+, }\"$k\": ${phase_secs[$k]}"; done
+  write_result test_phases "scripts/test.sh (DDP_RECORD_RESULTS=1 DDP_FLAVOURS=\"$flavours\")" \
+    "\"seconds\": {$members}, \"total\": $((SECONDS - run_start))"
+fi
 echo "== flavours tested: $flavours: $([ $status = 0 ] && echo "every test passed" || echo "some tests FAILED (above)")"
 [ -z "$skip_what" ] || echo "== skipped $skip_what"
 exit $status

@@ -69,7 +69,22 @@ shown=$(printf '%s\n' "[ 12%] Building CXX object CMakeFiles/ddp_common.dir/cmak
   "[ 25%] Building CXX object CMakeFiles/ddp_core.dir/Unity/unity_0_cxx.cxx.o" \
   "[ 91%] Building CXX object tests/CMakeFiles/ddp_tests.dir/Unity/unity_1_cxx.cxx.o" \
   "[ 30%] Building CXX object CMakeFiles/ddp_trainer.dir/05_ddp/ddp.cpp.o" | sed -nE "$BUILD_FILTER" | paste -sd '|')
-same "progress lines" "$shown" "[12%] precompiling <torch/torch.h> (under a minute)|[25%] compiling ddp_core's files together (part 0)|[91%] compiling ddp_tests's files together (part 1)|[30%] compiling 05_ddp/ddp.cpp"
+same "progress lines" "$shown" "[12%] precompiling <torch/torch.h>|[25%] compiling ddp_core's files together (part 0)|[91%] compiling ddp_tests's files together (part 1)|[30%] compiling 05_ddp/ddp.cpp"
+
+# A first run's estimate comes from a result file (scripts/results.sh): its figure and the CPU
+# that measured it, or the fallback, with no figure, when there is no such file or figure.
+source "$root/scripts/results.sh"
+mkdir -p "$scratch/results"
+printf '{"command": "scripts/test.sh", "cpu": "A CPU, 2 cores", "date": "d", "seconds": {"build-cpu-first": 233}}\n' > "$scratch/results/test_phases.json"
+same "estimate from a result" "$(DDP_RESULTS_DIR=$scratch/results result_estimate test_phases "many minutes" seconds build-cpu-first)" \
+  "about 3 min 53 s on A CPU, 2 cores (results/test_phases.json)"
+same "estimate without the figure" "$(DDP_RESULTS_DIR=$scratch/results result_estimate test_phases "many minutes" seconds test-cpu)" "many minutes"
+same "estimate without the file" "$(DDP_RESULTS_DIR=$scratch/none result_estimate test_phases "many minutes" seconds test-cpu)" "many minutes"
+# No script types a time estimate of its own: each comes from a result file or the last run here.
+typed=$(grep -nE '"[^"$]*[0-9]+(\.[0-9]+)?(-[0-9.]+)? ?(s|min|minutes|seconds)\b[^"]*"' "$root"/scripts/{run,test,setup,build,progress,course}.sh |
+        grep -vE '^[^:]+:[0-9]+: *#|sleep|timeout|--preempt|into training' || true)
+[ -z "$typed" ] || fail "a time estimate typed by hand (take it from a result file: scripts/results.sh): $typed"
+grep -q 'result_estimate first_run' "$root/scripts/run.sh" || fail "scripts/run.sh's first build estimate is not results/first_run.json's"
 
 # test.sh itself uses them: its estimates and summary come from timings.sh.
 grep -q 'source "$root/scripts/timings.sh"' "$root/scripts/test.sh" || fail "scripts/test.sh does not source scripts/timings.sh"

@@ -10,6 +10,9 @@ with. ddp_sim leaves this out (Note [Two ranks on two cores] in bench/one_vs_two
 it); bench/README.md reports it beside the simulator's predictions.
 
 Usage: bench/compute_after_allreduce.py [--model mlp|cnn|cnn_bn] [--steps 200] [--rounds 3]
+Writes its figures to results/compute_after_allreduce_mlp.json (compute_after_allreduce_cnn.json,
+compute_after_allreduce_cnn_bn.json: compute_after_allreduce_MODEL.json; bench/results.py), which
+the pages cite.
 """
 import argparse
 import datetime
@@ -24,7 +27,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
-from profile_model import COURSE_MODELS, build  # the course's models, as its profiles are written from
+from profile_model import COURSE_MODELS, build
+from results import write_result  # the course's models, as its profiles are written from
 
 
 def rank_main(rank, store, name, steps, rounds, results):
@@ -90,6 +94,12 @@ def main():
         print(f"rank 0, {args.model} forward and backward after the {way:10s}: median {med[way]:.3f} ms, mean {statistics.mean(t):.3f} ms ({len(t)} steps)")
     print(f"rank 0, the all-reduce of {nbytes} bytes: median {statistics.median(comm):.3f} ms, mean {statistics.mean(comm):.3f} ms")
     print(f"compute after an all-reduce / after a barrier: {med['all-reduce'] / med['barrier']:.2f}x (medians)")
+    write_result(f"compute_after_allreduce_{args.model}",
+                 f"bench/compute_after_allreduce.py --model {args.model} --steps {args.steps} --rounds {args.rounds}",
+                 {"model": args.model, "steps": args.steps, "rounds": args.rounds,
+                  "after_barrier_median_ms": round(med["barrier"], 3), "after_allreduce_median_ms": round(med["all-reduce"], 3),
+                  "allreduce_bytes": nbytes, "allreduce_median_ms": round(statistics.median(comm), 3),
+                  "after_allreduce_over_after_barrier": round(med["all-reduce"] / med["barrier"], 4)})
     return 0
 
 

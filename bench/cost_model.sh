@@ -12,6 +12,10 @@
 #   measured and predicted, by cost_model (from the trace) and by ddp_sim (from the CNN's profile).
 #   e.g. bench/cost_model.sh --link 100mbit runs/link-100mbit
 # DDP_BUILD_DIR=<folder>: use those binaries as they are (no build).
+# Writes its figures to a result file (scripts/results.sh) that the pages cite:
+# results/cost_model.json on loopback; with --link, results/cost_model_link_100mbit.json,
+# results/cost_model_link_1gbit.json (cost_model_link_RATE.json); --quick writes into the output
+# folder instead (DDP_RESULTS_DIR overrides either).
 set -euo pipefail
 # Gloo on the CPU's cores, on a GPU host too: no program here may default to NCCL and a GPU.
 export DDP_GPU_COUNT=0
@@ -29,6 +33,13 @@ else
 fi
 mkdir -p "$out"
 rm -f "$out/allreduce.csv" "$out/allreduce-fp16.csv"
+source "$root/scripts/results.sh"
+[ -n "$quick" ] && export DDP_RESULTS_DIR=${DDP_RESULTS_DIR:-$out}
+command="bench/cost_model.sh${quick:+ --quick}${link:+ --link $link}"
+# The fit's line of cost_model's output as JSON members.
+fit_members() {  # fit_members <cost_model output>
+  sed -n 's/^fitted ring model: alpha = \([0-9.]*\) us per step, beta = \([0-9.]*\) ns\/byte (busbw limit 1\/beta = \([0-9.]*\) GB\/s); median |error| \([0-9.]*\)%, worst \([0-9.]*\)%$/"alpha_us": \1, "beta_ns_per_byte": \2, "busbw_limit_GBps": \3, "median_error_pct": \4, "worst_error_pct": \5/p' "$1"
+}
 
 # The step time of a 05_ddp log: its throughput line, 2 ranks x 64 images per step.
 step_ms() {
@@ -123,6 +134,17 @@ if [ -n "$link" ]; then
       --measured-ms "$ms" "${extra[@]}" > "$out/sim-$variant.txt"
     echo "$variant: $(grep '^measured: ' "$out/sim-$variant.txt"); $(grep '^overlap share' "$out/sim-$variant.txt")"
   done
+  variants=""
+  for pair in "${compare[@]}"; do
+    variant=${pair%%=*} ms=${pair#*=}
+    hidden=$(sed -n 's/.*overlap: \([0-9.]*\)% of all-reduce.*/\1/p' "$out/$variant.log" | tail -n 1)
+    read -r cm_ms cm_err < <(awk -v v="$variant" '$1 == v && NF == 11 { print $7 + 0, $11 + 0 }' "$out/model.txt")
+    read -r sim_ms sim_err < <(sed -n 's/^measured: [0-9.]* ms; predicted \([0-9.]*\) ms: \([-+0-9.]*\)%$/\1 \2/p' "$out/sim-$variant.txt" | tr -d '+')
+    variants+="\"$variant\": {\"measured_step_ms\": $ms, \"measured_hidden_pct\": ${hidden:-null}, \"cost_model_step_ms\": $cm_ms, \"cost_model_error_pct\": $cm_err, \"ddp_sim_step_ms\": $sim_ms, \"ddp_sim_error_pct\": $sim_err},"$'\n  '
+  done
+  link_line=$(sed -n 's/^the link: configured .* = \([0-9.]*\) MB\/s each way; the fit.s 1\/beta = \([0-9.]*\) MB\/s: \([-+0-9.]*\)%$/"configured_MBps": \1, "fitted_MBps": \2, "fitted_error_pct": \3/p' "$out/model.txt" | tr -d '+')
+  write_result "cost_model_link_$link" "$command" "$variants\"link\": \"$link\", $link_line, $(fit_members "$out/model.txt"), \"steps\": $steps,
+  \"shares\": {\"float32_s\": $s32, \"float32_a\": $a32, \"float16_s\": $s16, \"float16_a\": $a16}"
   exit 0
 fi
 
@@ -159,4 +181,14 @@ done
 echo "== the model =="
 join() { local IFS=,; echo "$*"; }
 "$bin/cost_model" --csv "$out/allreduce.csv" --trace "$out/trace.json" --bucket-sweep "$caps" \
-  --measured-ms "$(join "${steps_ms[@]}")" --measured-hidden "$(join "${hidden[@]}")" "$@"
+  --measured-ms "$(join "${steps_ms[@]}")" --measured-hidden "$(join "${hidden[@]}")" "$@" | tee "$out/model.txt"
+
+# The sweep: each cap's measured step and share beside cost_model's prediction (its table's rows).
+sweep_json=$(awk '$1 ~ /^[0-9.]+$/ && NF == 12 && $4 == "ms" {
+    printf "%s{\"cap_MiB\": %s, \"predicted_buckets\": %s, \"predicted_step_ms\": %s, \"predicted_hidden_pct\": %s, \"measured_step_ms\": %s, \"measured_hidden_pct\": %s}", sep, $1, $2, $8, $7 + 0, $10, $12 + 0; sep = ", "
+  }' "$out/model.txt")
+traced_hidden=$(sed -n 's/.*overlap: \([0-9.]*\)% of all-reduce.*/\1/p' "$out/trace-run.log" | tail -n 1)
+plain=$(sed -n 's/^ours vs plain c10d all-reduce: plain\/ours = \([0-9.]*\) (geometric mean of \([0-9]*\) points; lowest \([0-9.]*\), highest \([0-9.]*\))$/{"geomean": \1, "points": \2, "lowest": \3, "highest": \4}/p' "$out/model.txt")
+write_result cost_model "$command" "$(fit_members "$out/model.txt"), \"worlds\": [${worlds// /, }], \"steps\": $steps,
+  \"plain_over_ours\": ${plain:-null}, \"traced_hidden_pct\": ${traced_hidden:-null},
+  \"bucket_sweep\": [$sweep_json]"

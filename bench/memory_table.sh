@@ -8,6 +8,8 @@
 # docs/memory.md).
 # Usage: bench/memory_table.sh [--quick] [build folder, default $DDP_BUILD_DIR, else build-cpu]
 # --quick (the tests): worlds 1 and 2 only.
+# Writes the table's figures to results/memory_table.json (scripts/results.sh), which the pages
+# cite; --quick writes into a scratch folder instead (DDP_RESULTS_DIR overrides either).
 # It builds nothing: the folder must hold 05_ddp and 07_fsdp (scripts/build.sh cpu 05_ddp 07_fsdp).
 #
 # The formula (float32, no master copy, as this course trains), for Ψ parameters on N ranks:
@@ -81,6 +83,9 @@ largest() {  # largest <sed pattern with one group> <count or "rank 0"> <log>
 peak_of() { largest '.*memory: peak of the tensors training allocated \([0-9.]*\) MiB.*' "$1" "$2"; }
 mib() { awk -v b="$1" 'BEGIN { printf "%.2f", b / 1048576 }'; }
 
+source "$root/scripts/results.sh"
+[ -n "$quick" ] && export DDP_RESULTS_DIR=${DDP_RESULTS_DIR:-$scratch}
+json_rows="" sep=$',\n    '  # the rows of results/memory_table.json
 psi=
 for optimizer in adamw sgd; do
   if [ "$optimizer" = adamw ]; then
@@ -131,6 +136,7 @@ for optimizer in adamw sgd; do
       esac
       peak=$(peak_of "$n" "$log")
       rows+=("| $strategy | $n | $(mib "$p") | $(mib "$g") | $(mib "$s") | $(mib "$sum") | $fullest | $peak |")
+      json_rows+="${json_rows:+$sep}{\"optimizer\": \"$optimizer\", \"strategy\": \"$strategy\", \"N\": $n, \"parameters_MiB\": $(mib "$p"), \"gradients_MiB\": $(mib "$g"), \"optimizer_state_MiB\": $(mib "$s"), \"sum_MiB\": $(mib "$sum"), \"fullest_state_MiB\": $([ "$fullest" = "—" ] && echo null || echo "$fullest"), \"peak_MiB\": $peak}"
     done
   done
   echo "**MLP with $name (k = $k), MiB per rank**"
@@ -154,3 +160,5 @@ awk -v psi="$psi" -v list="${worlds[*]}" 'BEGIN {
   printf "The ZeRO paper%ss own form (Rajbhandari et al., ZeRO, SC 2020, section 5 / Figure 1): mixed precision, 2Ψ + 2Ψ + KΨ bytes with K = 12 (Adam), ", "\047"
   printf "for Ψ = %d, MiB per rank at N = %s: DDP %s; ZeRO-1 (P_os, 2Ψ + 2Ψ + KΨ/N) %s; FSDP (P_os+g+p, (2 + 2 + K)Ψ/N) %s.\n", psi, ns, ddp, os, all
 }'
+write_result memory_table "bench/memory_table.sh${quick:+ --quick}" "\"psi\": $psi, \"rows\": [
+    $json_rows]"

@@ -4,6 +4,8 @@
 # and what a rank does without DDP, measured in the same run (Note [Two ranks on two cores]).
 # Usage: bench/one_vs_two_ranks.sh [--quick] [output folder, default runs/one_vs_two]
 # --quick (the tests): fewer steps and a shorter all-reduce sweep.
+# Writes its figures to results/one_vs_two_ranks.json (scripts/results.sh), which the pages cite;
+# --quick writes it into the output folder instead (DDP_RESULTS_DIR overrides either).
 # DDP_BUILD_DIR=<folder>: use those binaries as they are (no build).
 #
 # Note [Two ranks on two cores]
@@ -40,6 +42,9 @@ else
 fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)  # absolute: --init file:// needs it
+source "$root/scripts/results.sh"
+[ -n "$quick" ] && export DDP_RESULTS_DIR=${DDP_RESULTS_DIR:-$out}
+members=""  # the JSON members of results/one_vs_two_ranks.json, one per model
 rm -f "$out"/store-*  # a FileStore's file left by an earlier run would refuse the next one
 cores=$(nproc)
 rate() { sed -n 's/.*throughput: \([0-9.]*\) samples\/s.*/\1/p' "$1" | tail -n 1; }
@@ -140,6 +145,16 @@ for model in mlp cnn; do
     printf "  ddp_sim, as on these cores (busy compute, all-reduce after a compute, interference s = %s, a = %s): %.3f ms = %.0f samples/s, %.2fx one rank (error %s)\n", s, a, c, 128000 / c, 128000 / c / one, e
     printf "  ddp_sim, as on a GPU (compute alone, all-reduce back to back, hidden behind backward): %.3f ms = %.0f samples/s, %.2fx one rank (error %s)\n", g, 128000 / g, 128000 / g / one, f }'
   sed -n 's/^all-reduce: /  all-reduce after a compute: /p' "$out/$model-sim-cpu.txt"
+  members+=$(awk -v m="$model" -v one="$one" -v two="$two" -v busy="$busy" -v alone="$alone_ms" -v comp="$compute_ms" \
+      -v meas="$measured_ms" -v c="$(step "$out/$model-sim-cpu.txt")" -v g="$(step "$out/$model-sim-gpu.txt")" \
+      -v e="$(error "$out/$model-sim-cpu.txt" | tr -d '%+')" -v f="$(error "$out/$model-sim-gpu.txt" | tr -d '%+')" \
+      -v s="$share" -v a="$slowdown" 'BEGIN {
+    printf "\"%s\": {\"one_rank_samples_per_s\": %s, \"two_ranks_samples_per_s\": %s, \"busy_samples_per_s\": %s, ", m, one, two, busy
+    printf "\"one_rank_step_ms\": %s, \"busy_step_ms\": %s, \"two_ranks_step_ms\": %s, \"two_over_one\": %.4f, ", alone, comp, meas, two / one
+    printf "\"interference_s\": %s, \"allreduce_slowdown_a\": %s, ", s, a
+    printf "\"predicted_cores_step_ms\": %s, \"predicted_cores_two_over_one\": %.4f, \"predicted_cores_error_pct\": %s, ", c, 128000 / c / one, e
+    printf "\"predicted_gpu_step_ms\": %s, \"predicted_gpu_two_over_one\": %.4f, \"predicted_gpu_error_pct\": %s},\n  ", g, 128000 / g / one, f }')
 done
+write_result one_vs_two_ranks "bench/one_vs_two_ranks.sh${quick:+ --quick}" "$members\"cores\": $cores, \"allreduce\": {\"alone_alpha_us\": $alone_alpha, \"alone_gbps\": $alone_gbps, \"after_compute_alpha_us\": $after_alpha, \"after_compute_gbps\": $after_gbps}"
 [ "$cores" -le 2 ] && echo "on $cores cores every core computes at 2 ranks: the first prediction is the one for this machine" ||
   echo "on $cores cores a core is left over at 2 ranks: the all-reduce has one of its own, and the second prediction is closer to this machine"

@@ -4,7 +4,9 @@ V100 at 8 and 16 GPUs over bucket caps from 0.25 to 100 MiB, as a change against
 25 MiB, with PyTorch's published bucket_cap_mb=1 change as points.
 
 Usage: bench/plot_buckets.py --out runs/pictures/buckets_dgx1.png [--ddp-sim build-cpu/ddp_sim]
-  [--dump-drawn FILE]
+  [--dump-drawn FILE] [--result]
+--result: also write the curves' figures (each cap's change against 25 MiB, in %) to
+results/bucket_sweep_dgx1.json (bench/results.py), which bench/ddp_table.md cites.
 The inputs are those of `ddp_sim --table pytorch-dgx1` (bench/ddp_table.md): --preset dgx-v100,
 the table's "1 GPU, no DDP" figure as --compute-ms, and its calibration, DDP's cost per
 gradient, as --per-param-us. Two bucketings: PyTorch 1.4's, which the table used (cut in
@@ -45,7 +47,9 @@ def table_inputs(table):
 
 
 def main():
-    a = plotting.arguments(__doc__).parse_args()
+    ap = plotting.arguments(__doc__)
+    ap.add_argument("--result", action="store_true", help="write results/bucket_sweep_dgx1.json")
+    a = ap.parse_args()
     table = plotting.ddp_sim(["--table", "pytorch-dgx1"], a.ddp_sim)
     models = table_inputs(table)
 
@@ -90,6 +94,14 @@ def main():
     plotting.save(fig, a.out, {"ddp_sim": text}, "bench/plot_buckets.py")
     if a.dump_drawn:
         plotting.dump_drawn(fig, a.dump_drawn)
+    if a.result:
+        from results import write_result
+        curves = [{"model": model, "bucketing": bucketing, "gpus": gpus, "caps_MiB": CAPS,
+                   "change_pct": [round((step_ms[(model, bucketing, gpus, c)] - step_ms[(model, bucketing, gpus, 25)])
+                                        / step_ms[(model, bucketing, gpus, 25)] * 100, 3) for c in CAPS]}
+                  for model in models for bucketing, gpus in SERIES]
+        write_result("bucket_sweep_dgx1", "bench/plot_buckets.py --result --out runs/pictures/buckets_dgx1.png",
+                     {"curves": curves, "published_cap1_pct": {m: r["cap1_pct"] for m, r in models.items()}})
 
 
 if __name__ == "__main__":

@@ -21,9 +21,11 @@ rebuilt: Note [Rebuilding the buckets]). The PNG carries the sha256 of the trace
 output and of the interference log (Note [Pictures that carry their inputs] in bench/plotting.py).
 """
 import json
+import subprocess
 import os
 import re
 import statistics
+import sys
 
 import plotting
 
@@ -150,6 +152,29 @@ def hidden_share_parts(step):
 # tells that step names the file (<!-- figures: ... --> above it), and Docs.EveryFigureHasItsSource
 # holds every figure it gives to one of the file's values, rounded as the page writes it;
 # Pictures.DrawnFromTheDataNotStale holds the file to what the trace gives now.
+# The figures file is a result file (Note [Every figure has its source] in tests/test_docs.cpp):
+# it holds the command that wrote it, and the machine and the date of the run it tells. That run
+# is the trace's, not the drawing's (the drawing only reads it, and the same trace gives the same
+# file anywhere): the date is the trace's last commit, and the CPU the machine it was recorded on,
+# which the trace does not carry, so TRACE_MACHINES says it for the checked-in trace.
+TRACE_MACHINES = {"cnn_2ranks_trace.json": "Intel Xeon, 2 cores, x86_64 (a 12-step 05_ddp --trace run at 2 ranks)"}
+
+
+def trace_source(trace):
+    """command, cpu and date of the figures of step_cnn_2ranks.figures.json and of another trace's."""
+    name = os.path.basename(trace)
+    try:
+        date = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(trace)), "log", "-1", "--format=%cs", "--", name],
+                              capture_output=True, text=True).stdout.strip()
+    except OSError:
+        date = ""
+    reference = ("bench/plot_step.py --trace bench/pictures/cnn_2ranks_trace.json --out bench/pictures/step_cnn_2ranks.png "
+                 "--figures bench/pictures/step_cnn_2ranks.figures.json --interference-log bench/pictures/cnn_2ranks_interference.log")
+    return {"command": reference if name in TRACE_MACHINES else " ".join(["bench/plot_step.py"] + sys.argv[1:]),
+            "cpu": TRACE_MACHINES.get(name, "the machine that recorded " + name),
+            "date": date or "not in git"}
+
+
 def figures_of(steps, number, sim, compute_ms):
     """The reference step's figures (ms from rank 0's clock; shares in %), rounded to 0.001."""
     r3 = lambda x: round(x, 3)  # noqa: E731
@@ -300,7 +325,7 @@ def main():
     plotting.save(fig, a.out, {"trace": trace_bytes, "ddp_sim": sim_text, **inputs}, "bench/plot_step.py --trace " + os.path.basename(a.trace))
     if a.figures:
         with open(a.figures, "w") as f:
-            json.dump(figures_of(steps, number, sim, compute_ms), f, indent=1)
+            json.dump({**trace_source(a.trace), **figures_of(steps, number, sim, compute_ms)}, f, indent=1)
             f.write("\n")
     if a.dump_drawn:
         plotting.dump_drawn(fig, a.dump_drawn, {"step": number, "ddp_sim_args": sim_args})

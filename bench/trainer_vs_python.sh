@@ -5,6 +5,8 @@
 #        (default: cpu 300 2 64 "mlp cnn"); REPEATS=N runs of each side, median reported (3)
 #        DDP_BUILD=folder and DDP_PYTHON=python: an existing build and Python (a GPU host that
 #        cannot run scripts/setup.sh); then nothing is built
+# Writes its figures to results/trainer_vs_python.json (cpu flavour) or
+# results/trainer_vs_python_cuda.json (scripts/results.sh), which the pages cite.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 flavour=${1:-cpu}
@@ -57,6 +59,9 @@ fi
 # Each side runs $repeats times, alternating, and the median counts: on 2 shared cores one run
 # of the same command spread by 25 % (bench/README.md).
 median() { sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+source "$root/scripts/results.sh"
+members=""  # the JSON members of the result file, one per model
+json_list() { echo "[$(echo $* | tr ' ' ',')]"; }
 for model in $models; do
   cpp_runs=""
   declare -A py_all=()
@@ -75,5 +80,15 @@ for model in $models; do
     row+=$(printf " %14s %8s" "$py" "$(ratio "$cpp" "$py")")
   done
   echo "$row"
+  member="\"$model\": {\"cpp_samples_per_s\": $cpp, \"cpp_runs\": $(json_list $cpp_runs)"
+  for data in $py_runs; do
+    py=$(printf "%s" "${py_all[$data]}" | median)
+    member+=", \"python_${data}_samples_per_s\": $py, \"python_${data}_runs\": $(json_list ${py_all[$data]})"
+    member+=", \"cpp_over_python_${data}\": $(awk -v a="$cpp" -v b="$py" 'BEGIN { printf "%.4f", a / b }')"
+  done
+  members+="$member},"$'\n  '
   echo "       runs: C++ $(echo $cpp_runs)$(for data in $py_runs; do printf "; Python %s %s" "$data" "$(echo ${py_all[$data]})"; done)"
 done
+name=trainer_vs_python$([ "$flavour" = cpu ] || echo "_$flavour")
+write_result "$name" "bench/trainer_vs_python.sh $flavour $steps $world $batch" \
+  "$members\"flavour\": \"$flavour\", \"device\": \"$device\", \"steps\": $steps, \"world\": $world, \"batch_per_rank\": $batch, \"repeats\": $repeats, \"omp_num_threads\": \"${OMP_NUM_THREADS:-unset}\""

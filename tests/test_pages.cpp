@@ -564,9 +564,10 @@ std::vector<std::string> uncited_pytorch_claims(const std::string& name, const s
     }
     paragraph.clear(), first = 0;
   };
+  static const std::regex heading(R"(^#{1,6}\s.*)");
   for (const auto& [n, raw] : prose_of(text)) {
     const std::string line = std::regex_replace(raw, comment, " ");
-    if (line.find_first_not_of(" \t") == std::string::npos) {
+    if (line.find_first_not_of(" \t") == std::string::npos || std::regex_match(line, heading)) {
       close();
       continue;
     }
@@ -587,7 +588,7 @@ TEST(Docs, ClaimCheckFindsPlantedUncitedClaims) {
   const std::string good =
       "# P\n\nPyTorch's DDP builds one bucket in the first iteration whatever static_graph says\n"
       "(`torch/nn/parallel/distributed.py`, `_ddp_init_helper`, PyTorch 2.11).\n\n"
-      "We train with PyTorch installed.\n";
+      "We train with PyTorch installed.\n\n## In PyTorch\nThe Python this chapter writes in C++.\n";
   EXPECT_TRUE(uncited_pytorch_claims("p.md", good).empty()) << ::testing::PrintToString(uncited_pytorch_claims("p.md", good));
   const std::string bad =
       "# P\n\nWith static_graph, PyTorch builds the buckets from the first iteration.\n\n"  // 3: no citation

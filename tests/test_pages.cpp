@@ -101,12 +101,13 @@ void json_numbers(const nlohmann::json& j, std::vector<double>& out) {
   else if (j.is_structured()) for (const auto& v : j) json_numbers(v, out);
 }
 
-// `number` ("2.9") is one of `values` rounded to as many decimals as it is written with.
+// `number` ("2.9") is one of `values` (by its size) rounded to as many decimals as it is written with.
 bool rounds_to(const std::vector<double>& values, const std::string& number) {
   const size_t dot = number.find('.');
   const int decimals = dot == std::string::npos ? 0 : static_cast<int>(number.size() - dot - 1);
   const double want = std::stod(number), scale = std::pow(10.0, decimals);
-  return std::any_of(values.begin(), values.end(), [&](double v) { return std::llround(v * scale) == std::llround(want * scale); });
+  // A page writes a signed figure's size and says which way in words ("2.1 % fast" for -2.1).
+  return std::any_of(values.begin(), values.end(), [&](double v) { return std::llround(std::fabs(v) * scale) == std::llround(want * scale); });
 }
 
 // The text of a page's checked blocks, and its prose lines.

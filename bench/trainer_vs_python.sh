@@ -90,5 +90,7 @@ for model in $models; do
   echo "       runs: C++ $(echo $cpp_runs)$(for data in $py_runs; do printf "; Python %s %s" "$data" "$(echo ${py_all[$data]})"; done)"
 done
 name=trainer_vs_python$([ "$flavour" = cpu ] || echo "_$flavour")
-write_result "$name" "bench/trainer_vs_python.sh $flavour $steps $world $batch" \
-  "$members\"flavour\": \"$flavour\", \"device\": \"$device\", \"steps\": $steps, \"world\": $world, \"batch_per_rank\": $batch, \"repeats\": $repeats, \"omp_num_threads\": \"${OMP_NUM_THREADS:-unset}\""
+# In a subshell without OMP_NUM_THREADS, which nproc would take for the machine's core count.
+threads=${OMP_NUM_THREADS:-unset}
+(unset OMP_NUM_THREADS; write_result "$name" "bench/trainer_vs_python.sh $flavour $steps $world $batch" \
+  "$members\"flavour\": \"$flavour\", \"device\": \"$device\", \"steps\": $steps, \"world\": $world, \"batch_per_rank\": $batch, \"repeats\": $repeats, \"omp_num_threads\": \"$threads\"")

@@ -6,7 +6,8 @@
 #   tools/slow_fresh_clone.sh [--share 0.91] [--commit HEAD] [--dir /tmp/slow_clone]
 # --share: the CPU time the run gets, in cores (2 cores at 0.91: the 2 cores' work takes 2.2
 # times as long, the ratio of the slower machines CI also gets; docs/tests.md, "Test time").
-# Prints the run's last lines (its phases and slowest tests) and exits with its code.
+# Prints the run's last lines (its phases and slowest tests) and exits with its code, and writes
+# the run's time to results/slow_fresh_clone.json (scripts/results.sh), with the share and the commit.
 #
 # A quota slows compiling and testing alike, where a slower CPU slowed the tests 2.1-2.4 times
 # and compiling 1.34-1.6 times: for the whole run it errs on the slow side. Sleeps and timeouts
@@ -50,6 +51,10 @@ echo $$ > "$cg/cgroup.procs"
 start=$SECONDS
 rc=0
 (cd "$dir" && .ci/run) > "$dir.log" 2>&1 || rc=$?
-echo "slow_fresh_clone.sh: exit $rc after $((SECONDS - start)) s; the log: $dir.log"
+seconds=$((SECONDS - start))
+echo "slow_fresh_clone.sh: exit $rc after $seconds s; the log: $dir.log"
+source "$root/scripts/results.sh"
+write_result slow_fresh_clone "tools/slow_fresh_clone.sh --share $share --commit $commit" \
+  "\"share_cores\": $share, \"commit\": \"$(git -C "$dir" rev-parse --short HEAD)\", \"exit\": $rc, \"seconds\": $seconds"
 tail -n 8 "$dir.log"
 exit $rc

@@ -113,7 +113,7 @@ void RunExtras::report(const DistributedDataParallel& ddp) {
     log0("overlap: " + percent(overlap.share()) + " of all-reduce time hidden behind backward (" +
          seconds(overlap.comm_us / overlap.backwards / 1e6) + " of all-reduce per step on rank 0)");
   }
-  if (o_.find_unused_parameters) log0(ddp.describe_unused());  // Note [Unused parameters]
+  if (o_.find_unused_parameters) log0(ddp.reducer_option().describe());  // Note [Unused parameters]
   const GradientBytes grads = gradient_bytes(ddp);
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);  // ru_maxrss: KiB on Linux

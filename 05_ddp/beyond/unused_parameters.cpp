@@ -26,8 +26,9 @@ namespace ddp {
 //     all-reduce per step, of 4 bytes per parameter); a parameter no rank used keeps its .grad()
 //     untouched, one that some rank used gets the bucket's value: the sum of the ranks that used
 //     it divided by the world size (not by how many used it: PyTorch's averaging, kept for parity);
-//   - the buckets are cut by size in definition order once and never rebuilt (PyTorch's
-//     distributed.py: the rebuild needs a graph that does not change).
+//   - the buckets are cut by size in definition order once and never rebuilt (PyTorch's reducer
+//     rebuilds only with static_graph or without find_unused_parameters: a graph that does not
+//     change; torch/csrc/distributed/c10d/reducer.hpp, Reducer::should_rebuild_buckets, PyTorch 1.13).
 // Under no_sync() nothing is walked and no usage is recorded, as in PyTorch: the step's last
 // micro-batch alone decides which parameters count as used. A reducer option of the class (Note
 // [Reducer options]).

@@ -153,9 +153,9 @@ int main(int argc, char** argv) {
       extras.after_step(step, checkpoints);  // past the lesson: preempted (chapter 06), --kill-rank
     }
     progress.summary();
-    extras.end_training(ddp_model);  // past the lesson: the overlap share, memory, --trace merged
 
     // 7. Check the result: the ranks agree bit for bit, and the model learned something.
+    extras.end_training(ddp_model);  // past the lesson: the overlap share, memory, --trace merged
     const bool same = ddp::toy::replicas_identical(group, params);
     ddp::log0(std::string("check: every rank holds the same parameters: ") + (same ? "OK" : "FAILED"));
     if (!last_eval) last_eval = ddp::evaluate(model, ddp_model, test, group, o.batch_size, device);

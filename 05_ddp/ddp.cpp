@@ -33,9 +33,11 @@ namespace ddp {
 // Note [Rebuilding the buckets]
 // The layer order is only a guess of the order in which gradients become ready (a layer used
 // twice, or defined out of order, breaks it). So PyTorch does not guess: the first iteration
-// uses one bucket holding every parameter, in definition order (distributed.py's
-// bucket_size_limits = [sys.maxsize], unless find_unused_parameters or static_graph is set),
-// and that bucket is complete only when backward is: the first iteration has no overlap.
+// uses one bucket holding every parameter, in definition order, and that bucket is complete
+// only when backward is: the first iteration has no overlap. (torch/nn/parallel/distributed.py,
+// _ddp_init_helper, PyTorch 1.13: bucket_size_limits = [sys.maxsize] when static_graph is True
+// or find_unused_parameters is False. static_graph keeps the one bucket; only
+// find_unused_parameters without it cuts the first buckets by size: Note [Unused parameters].)
 // After it DDP knows the real order: it rebuilds the buckets in that order, once, with the
 // 1 MiB first bucket and then the cap, the small bucket now the first to be ready. The layout
 // also decides how the sums round, so a checkpoint carries it (Note [Resuming in the same buckets]).
@@ -47,7 +49,7 @@ namespace ddp {
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, Group& group,
                                                  size_t bucket_cap_bytes)
-    : module_(std::move(module)), group_(group), cap_bytes_(bucket_cap_bytes) {
+    : module_(std::move(module)), group_(group), cap_bytes_(bucket_cap_bytes), option_(std::make_unique<ReducerOption>(*this)) {
   set_gradient_divisor(group_.size());  // 1/world, multiplied in while copying (Note [Divide before the sum])
   // 1. Every rank starts from rank 0's weights (and buffers): one flat broadcast per dtype
   //    (broadcast_from(), in ddp_interface.cpp beside sync_buffers(), which uses it too).
@@ -93,7 +95,7 @@ void DistributedDataParallel::build_buckets(const std::vector<std::vector<size_t
     b.flat = torch::zeros({total}, params_[members[0]].options().requires_grad(false));
     buckets_.push_back(std::move(b));
   }
-  if (as_bucket_view_) point_gradients_at_buckets();
+  option_->buckets_built();  // nothing, unless a reducer option (Note [Reducer options] in ddp_options.cpp)
 }
 
 void DistributedDataParallel::on_gradient_ready(size_t i) {
@@ -106,7 +108,7 @@ void DistributedDataParallel::on_gradient_ready(size_t i) {
     ready_order_.clear();
     ready_at_launch_.clear();
     torch::autograd::Engine::get_default_engine().queue_callback([this] { finish_backward(); });
-    if (unused_) mark_unused_ready();  // find_unused_parameters: Note [Unused parameters]
+    option_->backward_started();  // nothing, unless a reducer option
   }
   ready_order_.push_back(i);
   if (trace().on()) {  // each gradient's arrival: what bench/cost_model builds its buckets from
@@ -115,10 +117,8 @@ void DistributedDataParallel::on_gradient_ready(size_t i) {
   // 4. Copy the gradient into its place in the bucket, times 1/world (Note [Divide before the sum]);
   //    with a comm hook as it is: the hook divides (Note [Communication hooks]).
   Bucket& b = buckets_[bucket_of_[i]];
-  const torch::Tensor& grad = params_[i].grad();
-  torch::Tensor view = b.flat.narrow(0, b.offsets[slot_of_[i]], grad.numel());
-  if (as_bucket_view_) gradient_into_view(i, view);  // Note [Gradients as bucket views]
-  else copy_into_bucket(view, grad);
+  torch::Tensor view = b.flat.narrow(0, b.offsets[slot_of_[i]], params_[i].numel());
+  option_->into_bucket(i, view);  // copy_into_bucket(view, its .grad()), unless a reducer option
   if (--b.pending == 0) launch_ready_buckets();
 }
 
@@ -157,10 +157,9 @@ void DistributedDataParallel::finish_backward() {
   for (const auto& observe : observers_) observe(*this, computed);
   for (auto& b : buckets_) {
     if (b.reduction.finish) b.reduction.finish();  // a comm hook's result into `flat`
-    if (as_bucket_view_) continue;  // each .grad() is a view into `flat`: already there
     for (size_t k = 0; k < b.params.size(); ++k) {
       const size_t i = b.params[k];
-      if (unused_ && unused_everywhere(i)) continue;  // its .grad() left as it was (Note [Unused parameters])
+      if (!option_->average_into_grad(i)) continue;  // true, unless a reducer option says otherwise
       torch::Tensor& grad = params_[i].mutable_grad();
       torch::Tensor average = b.flat.narrow(0, b.offsets[k], params_[i].numel()).view_as(params_[i]);
       if (grad.defined()) grad.copy_(average);

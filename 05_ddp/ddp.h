@@ -84,18 +84,45 @@ class DistributedDataParallel {
   // buckets]). UsageError unless `assignment` holds every parameter that gets a gradient once.
   void restore_buckets(const std::vector<std::vector<size_t>>& assignment);
 
-  // ---- Two options of PyTorch's reducer itself (ddp_options.cpp): Note [Reducer options] ----
+  // ---- Options of PyTorch's reducer itself (ddp_options.cpp): Note [Reducer options] ----
 
-  // gradient_as_bucket_view=True: each .grad() is a view into its place in its bucket (Note
-  // [Gradients as bucket views]). Before the first backward.
-  void set_gradient_as_bucket_view(bool on);
-  // find_unused_parameters=True (Note [Unused parameters]): a parameter a forward does not reach
-  // is reduced as unused instead of stopping the run; the buckets are cut by size in definition
-  // order and never rebuilt. Before the first backward. prepare_for_backward(output) is what
-  // PyTorch's DDP forward does after the module's: note the parameters it does not reach.
-  void set_find_unused_parameters(bool on);
-  void prepare_for_backward(const torch::Tensor& output);
-  std::string describe_unused() const;  // for the log
+  // What gradient_as_bucket_view and find_unused_parameters (beyond/) change in the class's
+  // steps, one call at each point; this default does what the lesson does there.
+  class ReducerOption {
+   public:
+    explicit ReducerOption(DistributedDataParallel& ddp) : ddp_(ddp) {}
+    virtual ~ReducerOption() = default;
+    virtual const char* name() const { return "none"; }  // PyTorch's argument, for messages
+    virtual void installed() { buckets_built(); }  // by set_reducer_option()
+    virtual void buckets_built() {}     // the first buckets, the rebuilt ones, a checkpoint's
+    virtual void backward_started() {}  // the first hook of a synchronising backward
+    // Step 4: gradient i into `slot`, its place in its bucket: copy_into_bucket().
+    virtual void into_bucket(size_t i, torch::Tensor& slot);
+    // Step 6: whether parameter i's .grad() takes its bucket's average.
+    virtual bool average_into_grad(size_t /*i*/) { return true; }
+    virtual std::string describe() const { return ""; }  // for the log
+
+   protected:
+    // The class's parts an option works with (ddp_options.cpp).
+    torch::Tensor place_in_bucket(size_t i) const;  // parameter i's slot, flat
+    void copy_into_bucket(torch::Tensor& slot, const torch::Tensor& grad) const;  // times 1/world, unless a comm hook
+    int divisor() const { return ddp_.divisor_; }
+    bool syncing() const { return ddp_.sync_; }
+    const torch::autograd::Node* accumulator(size_t i) const { return ddp_.accumulators_[i].get(); }
+    const std::vector<size_t>& ready_order() const { return ddp_.ready_order_; }  // this backward's hooks so far
+    void count_as_ready(size_t i) const { --ddp_.buckets_[ddp_.bucket_of_[i]].pending; }  // without its hook
+    void launch_ready_buckets() const { ddp_.launch_ready_buckets(); }
+    std::vector<std::vector<size_t>> by_size_in_definition_order() const;  // 1 MiB, then the cap
+    void keep_buckets(const std::vector<std::vector<size_t>>& assignment) const;  // built now, never rebuilt
+    Group& group() const { return ddp_.group_; }
+    const std::string& param_name(size_t i) const { return ddp_.names_[i]; }
+
+    DistributedDataParallel& ddp_;
+  };
+  // Before the first backward (UsageError after it, as PyTorch's constructor arguments); one
+  // option at a time.
+  void set_reducer_option(std::unique_ptr<ReducerOption> option);
+  const ReducerOption& reducer_option() const { return *option_; }
 
  private:
   // ---- The class's own state and steps, which ddp.cpp uses ----
@@ -110,10 +137,6 @@ class DistributedDataParallel {
   GradBucket grad_bucket(size_t k) const;
   [[noreturn]] void throw_for_missing_gradients();  // names them
   void before_first_backward(const char* what) const;  // UsageError after it
-  void gradient_into_view(size_t i, torch::Tensor& view);  // the reducer options' parts (ddp_options.cpp)
-  void point_gradients_at_buckets();
-  void mark_unused_ready();
-  bool unused_everywhere(size_t i);
 
   std::shared_ptr<torch::nn::Module> module_;
   Group& group_;
@@ -127,9 +150,8 @@ class DistributedDataParallel {
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // see 04's Note [Keep the accumulator alive]
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_, slot_of_;  // param index -> bucket, position in it
-  bool sync_ = true, in_backward_ = false, rebuilt_ = false, backward_seen_ = false, as_bucket_view_ = false;
-  struct UnusedParameters;  // find_unused_parameters' state (ddp_options.cpp); shared_ptr: an incomplete type
-  std::shared_ptr<UnusedParameters> unused_;
+  bool sync_ = true, in_backward_ = false, rebuilt_ = false, backward_seen_ = false;
+  std::unique_ptr<ReducerOption> option_;  // by default the lesson's steps (Note [Reducer options])
   std::vector<Observer> observers_;
   size_t next_bucket_ = 0;
   int launched_last_ = 0;

@@ -26,14 +26,11 @@
 #include "05_ddp/trainer/batches.h"
 #include "05_ddp/trainer/launch.h"
 #include "05_ddp/ddp.h"
-#include "05_ddp/beyond/ddp_flags.h"
 #include "05_ddp/beyond/extras.h"
-#include "05_ddp/beyond/join.h"
 #include "05_ddp/trainer/metrics.h"
 #include "05_ddp/models.h"
 #include "05_ddp/trainer/resume.h"
 #include "05_ddp/beyond/sync_batch_norm.h"
-#include "05_ddp/beyond/zero.h"
 #include "05_ddp/trainer/trainer.h"
 #include "05_ddp/trainer/validation.h"
 #include "common/basics/failure.h"
@@ -64,7 +61,7 @@ int main(int argc, char** argv) {
     ddp::Group& group = *joined;
     const int rank = group.rank(), world = group.size();
     const torch::Device device = ddp::device_for(group.info);
-    ddp::RunExtras extras(o, group, device);  // past the lesson: --global-batch, faults, drills, --trace (extras.h)
+    ddp::RunExtras extras(o, group, device);  // past the lesson: what the trainer does besides its lesson (extras.h)
     ddp::RunOutput out(ddp::run_folder(o), group, device);  // one live run per folder: Note [One run per folder]
 
     // 2. Data: every rank holds the whole set; the sampler picks this rank's share.
@@ -85,12 +82,9 @@ int main(int argc, char** argv) {
     model.module->to(device);
     std::vector<torch::Tensor> params = model.module->parameters();
     ddp::DistributedDataParallel ddp_model(model.module, group, o.one_bucket ? ddp::kOneBucket : static_cast<size_t>(o.bucket_cap_mb * ddp::kMiB));
-    ddp::apply_ddp_flags(ddp_model, model, group, o);  // past the lesson: --comm-hook, --find-unused-parameters, ...
     ddp::OptimizerFactory make_optimizer = ddp::optimizer_factory(o);  // SGD with momentum, or AdamW (--optimizer)
-    std::unique_ptr<torch::optim::Optimizer> optimizer =
-        o.zero ? std::make_unique<ddp::ZeroRedundancyOptimizer>(params, make_optimizer, group)  // past the lesson: --zero
-               : make_optimizer(params);
-    ddp::Amp amp(o.amp, device);  // past the lesson: --amp bf16|fp16 on a GPU (gpu.md)
+    ddp::Amp& amp = extras.compose(ddp_model, model, make_optimizer);  // past the lesson: --comm-hook, --zero, --amp, ...
+    std::unique_ptr<torch::optim::Optimizer> optimizer = make_optimizer(params);
     ddp::log0("model " + o.model + ": " + std::to_string(ddp::count_parameters(params)) + " parameters, all-reduced " +
               (o.one_bucket ? "in one bucket once backward has ended (--one-bucket: no overlap)" : "in buckets while backward runs"));
 
@@ -105,10 +99,8 @@ int main(int argc, char** argv) {
     ddp::Progress progress(out, total_steps, steps_per_epoch, o.epochs, world * o.batch_size * o.grad_accum, o.log_every);
     std::optional<ddp::Evaluation> last_eval;
     std::vector<int64_t> order;  // this epoch's indices for this rank
-    extras.start_training(step, total_steps, ddp_model, batches);  // past the lesson: its observers attached
-    ddp::Join join(o, ddp_model, sampler, group, device);  // past the lesson: `with Join([ddp_model]):` (join.md)
+    extras.start_training(step, total_steps, ddp_model, batches, sampler);  // past the lesson: observers; `with Join([ddp_model]):`
     for (; step < total_steps; ++step) {
-      extras.before_step(step);  // past the lesson: --straggle-rank, --skip-rank
       const int64_t epoch = step / steps_per_epoch, in_epoch = step % steps_per_epoch;
       if (order.empty() || in_epoch == 0) {
         sampler.set_epoch(epoch);
@@ -118,9 +110,9 @@ int main(int argc, char** argv) {
       const double lr = ddp::learning_rate(o, step, total_steps);  // warm-up, then cosine (trainer.h)
       for (auto& g : optimizer->param_groups()) g.options().set_lr(lr);
       ddp::zero_grad(*optimizer);  // optimizer.zero_grad(), as Python's (trainer.h)
-      // This rank's micro-batches of the step (join.end_of_batches: past the lesson, its shard run out).
+      // This rank's micro-batches of the step (extras.before_step: past the lesson, faults; Join: its shard run out).
       const int64_t first = in_epoch * o.grad_accum,
-                    last = join.end_of_batches(step, order.size(), first, std::min(n_batches, first + o.grad_accum));
+                    last = extras.before_step(step, order.size(), first, std::min(n_batches, first + o.grad_accum));
       // Summed on the model's device: reading it every step would wait for the GPU every step.
       torch::Tensor step_loss = torch::zeros({}, torch::TensorOptions(torch::kFloat64).device(device));
       for (int64_t b = first; b < last; ++b) {
@@ -150,7 +142,7 @@ int main(int argc, char** argv) {
       // 6. Validate at each epoch's end; checkpoint then and every --ckpt-every steps.
       const bool epoch_end = in_epoch == steps_per_epoch - 1 || step + 1 == total_steps;
       if (epoch_end) {
-        join.sync_final_model();  // past the lesson: --join, the last rank's model everywhere
+        extras.before_validation();  // past the lesson: --join, the last rank's model everywhere
         ddp::Progress::Pause paused(progress);  // samples/s counts training only
         out.validation(*(last_eval = ddp::evaluate(model, ddp_model, test, group, o.batch_size, device)), step + 1);
       }
@@ -161,9 +153,9 @@ int main(int argc, char** argv) {
       extras.after_step(step, checkpoints);  // past the lesson: preempted (chapter 06), --kill-rank
     }
     progress.summary();
-    extras.end_training(ddp_model);  // past the lesson: the overlap share, memory, --trace merged
 
     // 7. Check the result: the ranks agree bit for bit, and the model learned something.
+    extras.end_training(ddp_model);  // past the lesson: the overlap share, memory, --trace merged
     const bool same = ddp::toy::replicas_identical(group, params);
     ddp::log0(std::string("check: every rank holds the same parameters: ") + (same ? "OK" : "FAILED"));
     if (!last_eval) last_eval = ddp::evaluate(model, ddp_model, test, group, o.batch_size, device);

@@ -83,7 +83,7 @@ TORCH_MODULE(CnnBn);
 // image is bright at its centre. A branch taken by data (a router, an optional head, a model
 // whose forward depends on its input) leaves its parameters without a gradient on the steps it
 // is skipped, on some ranks or on all. Our DDP, like PyTorch's, then fails unless told to look
-// for such parameters: --find-unused-parameters (Note [Unused parameters] in ddp_options.cpp).
+// for such parameters: --find-unused-parameters (Note [Unused parameters] in beyond/unused_parameters.cpp).
 struct MlpBranchImpl : torch::nn::Module {
   MlpBranchImpl() {
     fc1 = register_module("fc1", torch::nn::Linear(784, 512));

@@ -25,6 +25,7 @@
 #include "05_ddp/models.h"
 #include "05_ddp/trainer/sgd.h"
 #include "05_ddp/beyond/sync_batch_norm.h"
+#include "05_ddp/beyond/unused_parameters.h"
 #include "common/state/checkpoint.h"
 #include "common/launch/error_file.h"
 #include "common/basics/errors.h"
@@ -337,6 +338,53 @@ TEST(DdpClass, BucketsMatchPyTorchsAtTheFirstIterationAndAfterTheRebuild) {
     EXPECT_NE(py.output.find("first: " + first + "\n"), std::string::npos) << name << ": ours " << first << "\n" << py.output;
     EXPECT_NE(py.output.find("rebuilt: " + rebuilt + "\n"), std::string::npos) << name << ": ours " << rebuilt << "\n"
                                                                                  << py.output;
+  }
+  std::system(("rm -rf " + dir).c_str());
+#endif
+}
+
+// Note [Rebuilding the buckets]: PyTorch's first iteration is one bucket, every parameter in
+// definition order, unless find_unused_parameters is set without static_graph; then the buckets
+// are cut by size (_ddp_init_helper's bucket_size_limits), as our find_unused_parameters does
+// (Note [Unused parameters]). static_graph, not an option of ours, keeps the one bucket even
+// with find_unused_parameters. PyTorch's four settings, from its reducer, against ours.
+TEST(DdpClass, FirstBucketsAreOneUnlessFindUnusedParametersWithoutStaticGraphAsInPyTorch) {
+#ifndef DDP_REFERENCE_PYTHON
+  GTEST_SKIP() << "no Python with PyTorch configured (DDP_REFERENCE_PYTHON): scripts/build.sh sets it";
+#else
+  const std::string dir = temp_dir();
+  ddp::Group g = one_rank_group(dir);
+  auto py = run_one(ProcSpec{{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/trainer_reference.py",
+                              "--print-first-buckets", "mlp", "--print-first-buckets", "cnn"}},
+                    60);
+  ASSERT_EQ(py.exit_code, 0) << py.output;
+  for (const std::string name : {"mlp", "cnn"}) {
+    auto first_buckets = [&](bool find_unused) {  // "sizes in bytes | each bucket's parameter indices"
+      ddp::AnyModel model = ddp::make_model(name, 0);
+      ddp::DistributedDataParallel d(model.module, g, 25 * ddp::kMiB);
+      if (find_unused) d.set_reducer_option(std::make_unique<ddp::FindUnusedParameters>(d));
+      std::vector<torch::Tensor> params = model.module->parameters();
+      std::string sizes, indices;
+      for (const auto& bucket : d.bucket_assignment()) {
+        int64_t bytes = 0;
+        std::string members;
+        for (size_t i : bucket) bytes += params[i].numel() * 4, members += (members.empty() ? "" : " ") + std::to_string(i);
+        sizes += (sizes.empty() ? "" : ", ") + std::to_string(bytes);
+        indices += (indices.empty() ? "" : ", ") + members;
+      }
+      return sizes + " | " + indices;
+    };
+    const std::string one = first_buckets(false), by_size = first_buckets(true);
+    ASSERT_NE(one, by_size) << name << ": the two layouts must differ for this test to tell them apart";
+    const std::vector<std::pair<std::string, std::string>> expected = {
+        {"static_graph=0 find_unused_parameters=0", one},
+        {"static_graph=0 find_unused_parameters=1", by_size},
+        {"static_graph=1 find_unused_parameters=0", one},
+        {"static_graph=1 find_unused_parameters=1", one}};
+    for (const auto& [setting, ours] : expected) {
+      EXPECT_NE(py.output.find(name + " " + setting + " first: " + ours + "\n"), std::string::npos)
+          << name << ", " << setting << ": ours " << ours << "\n" << py.output;
+    }
   }
   std::system(("rm -rf " + dir).c_str());
 #endif

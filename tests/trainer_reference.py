@@ -15,6 +15,7 @@ import contextlib
 import datetime
 import faulthandler
 import gzip
+import itertools
 import math
 import os
 import signal
@@ -264,6 +265,29 @@ def print_buckets(model_name):
         dist.destroy_process_group()
 
 
+def print_first_buckets(model_names):
+    """PyTorch's DDP buckets of the first iteration, before any backward, for each model and each
+    setting of static_graph and find_unused_parameters: one line each, "MODEL static_graph=S
+    find_unused_parameters=F first: SIZES | INDICES", sizes in bytes as its logger reports them
+    (_get_ddp_logging_data), the parameter indices of each bucket as its reducer holds them
+    (_get_zeros_like_grad_buckets: each bucket's parameters, matched by storage). Note
+    [Rebuilding the buckets]: _ddp_init_helper's bucket_size_limits."""
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        dist.init_process_group("gloo", init_method="file://" + os.path.join(tmp, "store"), rank=0, world_size=1)
+        for model_name, static_graph, find_unused in itertools.product(model_names, (False, True), (False, True)):
+            torch.manual_seed(0)
+            model = MODELS[model_name]()
+            index = {p.data_ptr(): i for i, p in enumerate(model.parameters())}
+            ddp = DDP(model, static_graph=static_graph, find_unused_parameters=find_unused)
+            buckets = ddp.reducer._get_zeros_like_grad_buckets()
+            indices = ", ".join(" ".join(str(index[p.data_ptr()]) for p in b.parameters()) for b in buckets)
+            print(f"{model_name} static_graph={int(static_graph)} find_unused_parameters={int(find_unused)} first:",
+                  ddp._get_ddp_logging_data()["bucket_sizes"], "|", indices, flush=True)
+            del ddp
+        dist.destroy_process_group()
+
+
 def print_zero_partition(spec):
     """ZeroRedundancyOptimizer's partition of a model's parameters at WORLD ranks: the elements
     each rank owns, "a | b | ...". Its own _partition_parameters(), run in one process with
@@ -319,6 +343,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--print-sampler", action="append", help="N,R,SEED,EPOCH,SHUFFLE,DROP_LAST; may repeat")
     ap.add_argument("--print-buckets", choices=["mlp", "cnn"], help="PyTorch DDP's bucket layout for that model")
+    ap.add_argument("--print-first-buckets", action="append", choices=["mlp", "cnn"],
+                    help="PyTorch DDP's first-iteration buckets for that model (may repeat), static_graph and "
+                         "find_unused_parameters each off and on")
     ap.add_argument("--print-zero-partition", metavar="MODEL,WORLD", help="ZeroRedundancyOptimizer's elements per rank")
     add_training_arguments(ap, list(MODELS))
     ap.add_argument("--comm-hook", choices=["none", "fp16", "bf16", "powersgd"], default="none")
@@ -333,6 +360,9 @@ def main():
     a = ap.parse_args()
     if a.print_zero_partition:
         print_zero_partition(a.print_zero_partition)
+        return 0
+    if a.print_first_buckets:
+        print_first_buckets(a.print_first_buckets)
         return 0
     if a.print_buckets:
         print_buckets(a.print_buckets)

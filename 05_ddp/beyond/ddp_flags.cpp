@@ -3,7 +3,9 @@
 #include "05_ddp/beyond/ddp_flags.h"
 
 #include "05_ddp/beyond/comm_hooks.h"
+#include "05_ddp/beyond/gradient_as_bucket_view.h"
 #include "05_ddp/beyond/powersgd.h"
+#include "05_ddp/beyond/unused_parameters.h"
 #include "common/basics/errors.h"
 #include "common/basics/log.h"
 
@@ -25,14 +27,19 @@ void apply_ddp_flags(DistributedDataParallel& ddp, AnyModel& model, Group& group
     throw UsageError("--comm-hook " + o.comm_hook + ": use none, fp16, bf16 or powersgd");
   }
   if (o.comm_hook != "none") log0("comm hook: each bucket compressed to " + o.comm_hook + " on the wire");
-  ddp.set_gradient_as_bucket_view(o.gradient_as_bucket_view);  // Note [Gradients as bucket views]
-  ddp.set_find_unused_parameters(o.find_unused_parameters);    // Note [Unused parameters]
+  // The reducer's own options (Note [Reducer options]).
+  if (o.gradient_as_bucket_view && o.find_unused_parameters) {
+    throw UsageError("--find-unused-parameters with --gradient-as-bucket-view: not both in this course (PyTorch allows it)");
+  }
+  if (o.gradient_as_bucket_view) ddp.set_reducer_option(std::make_unique<GradientAsBucketView>(ddp));
   if (o.find_unused_parameters) {
-    model.forward = [forward = model.forward, &ddp](const torch::Tensor& x) {
+    auto unused = std::make_unique<FindUnusedParameters>(ddp);  // Note [Unused parameters]
+    model.forward = [forward = model.forward, &option = *unused](const torch::Tensor& x) {
       torch::Tensor output = forward(x);
-      ddp.prepare_for_backward(output);
+      option.prepare_for_backward(output);
       return output;
     };
+    ddp.set_reducer_option(std::move(unused));
   }
 }
 

@@ -11,7 +11,7 @@ namespace ddp {
 
 // What PyTorch passes to DistributedDataParallel's constructor, or registers on it before the
 // first backward. With --find-unused-parameters, model.forward also does what PyTorch's DDP
-// forward does after the module's: ddp.prepare_for_backward(output). Throws UsageError for a
+// forward does after the module's: prepare_for_backward(output). Throws UsageError for a
 // flag the run cannot apply.
 void apply_ddp_flags(DistributedDataParallel& ddp, AnyModel& model, Group& group, const TrainerOptions& o);
 

@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <string>
 
+#include "05_ddp/beyond/ddp_flags.h"
 #include "05_ddp/beyond/elastic.h"
+#include "05_ddp/beyond/zero.h"
 #include "05_ddp/trainer/metrics.h"
 #include "common/basics/failure.h"
 #include "common/basics/log.h"
@@ -35,7 +37,19 @@ RunExtras::RunExtras(TrainerOptions& o, Group& group, const torch::Device& devic
   open_trace(o.trace, group);
 }
 
-void RunExtras::start_training(int64_t step, int64_t total_steps, DistributedDataParallel& ddp, DeviceBatches& batches) {
+Amp& RunExtras::compose(DistributedDataParallel& ddp, AnyModel& model, OptimizerFactory& make_optimizer) {
+  apply_ddp_flags(ddp, model, group_, o_);
+  if (o_.zero) {  // going_further/zero.md: it wraps the optimizer, and touches neither DDP nor the loop
+    make_optimizer = [make = make_optimizer, &group = group_](const std::vector<torch::Tensor>& params) {
+      return std::unique_ptr<torch::optim::Optimizer>(std::make_unique<ZeroRedundancyOptimizer>(params, make, group));
+    };
+  }
+  amp_ = std::make_unique<Amp>(o_.amp, device_);  // gpu.md
+  return *amp_;
+}
+
+void RunExtras::start_training(int64_t step, int64_t total_steps, DistributedDataParallel& ddp, DeviceBatches& batches,
+                               DistributedSampler& sampler) {
   overlap_.watch(ddp);  // Note [Overlap share]
   faults_.attach(ddp, group_);
   if (!o_.record_samples.empty()) {
@@ -49,13 +63,17 @@ void RunExtras::start_training(int64_t step, int64_t total_steps, DistributedDat
     if (fresh_run_) toy::save_params(ddp.parameters(), o_.save_init);
     else log("--save-init: not written, the run resumed at step " + std::to_string(step) + " (--reset starts over)");
   }
+  join_ = std::make_unique<Join>(o_, ddp, sampler, group_, device_);  // join.md
 }
 
-void RunExtras::before_step(int64_t step) {
+int64_t RunExtras::before_step(int64_t step, int64_t own, int64_t first, int64_t last) {
   step_ = step;
   recorder_.set_step(step + 1);  // steps count from 1 in every log line, as the progress lines
   faults_.before_step(step);
+  return join_->end_of_batches(step, own, first, last);
 }
+
+void RunExtras::before_validation() { join_->sync_final_model(); }
 
 void RunExtras::after_step(int64_t step, Checkpoints& checkpoints) {
   // Note [Preemption and requeue] (common/slurm/preemption.cpp), chapter 06's lesson.
@@ -113,7 +131,7 @@ void RunExtras::report(const DistributedDataParallel& ddp) {
     log0("overlap: " + percent(overlap.share()) + " of all-reduce time hidden behind backward (" +
          seconds(overlap.comm_us / overlap.backwards / 1e6) + " of all-reduce per step on rank 0)");
   }
-  if (o_.find_unused_parameters) log0(ddp.describe_unused());  // Note [Unused parameters]
+  if (o_.find_unused_parameters) log0(ddp.reducer_option().describe());  // Note [Unused parameters]
   const GradientBytes grads = gradient_bytes(ddp);
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);  // ru_maxrss: KiB on Linux

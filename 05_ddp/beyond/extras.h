@@ -6,6 +6,10 @@
 //   common/observe/flight_recorder.h   every collective recorded, to name a failing rank
 //   common/observe/run_trace.h         --trace: a timeline per rank, merged at the end
 //   gpu_timeline.h  with --trace on a GPU: the GPU's own kernels, and the overlap they show
+//   ddp_flags.h     --comm-hook, --gradient-as-bucket-view, --find-unused-parameters onto the DDP class
+//   zero.h          --zero: the optimizer's state sharded over the ranks
+//   amp.h           --amp: mixed precision on a GPU
+//   join.h          --uneven-shards, --join: PyTorch's Join context for DDP
 #pragma once
 #include <torch/torch.h>
 
@@ -14,13 +18,18 @@
 #include <vector>
 
 #include "05_ddp/ddp.h"
+#include "05_ddp/beyond/amp.h"
 #include "05_ddp/beyond/faults.h"
 #include "05_ddp/beyond/gpu_timeline.h"
+#include "05_ddp/beyond/join.h"
 #include "05_ddp/beyond/overlap.h"
+#include "05_ddp/models.h"
 #include "05_ddp/trainer/batches.h"
 #include "05_ddp/trainer/options.h"
 #include "05_ddp/trainer/resume.h"
+#include "05_ddp/trainer/trainer.h"
 #include "05_ddp/beyond/sample_log.h"
+#include "common/data/sampler.h"
 #include "common/group/process_group.h"
 #include "common/observe/flight_recorder.h"
 #include "common/slurm/preemption.h"
@@ -35,13 +44,26 @@ class RunExtras {
   // Construct it once the group is joined.
   RunExtras(TrainerOptions& o, Group& group, const torch::Device& device);
 
+  // Once the model, the DDP class and the optimizer's factory exist, before the optimizer: the
+  // DDP flags (apply_ddp_flags()), --zero (the factory then builds a ZeroRedundancyOptimizer
+  // around the optimizer it built), --amp (UsageError without a GPU). Returns the Amp, whose
+  // autocast, scale and step the training loop calls (off: they do nothing).
+  Amp& compose(DistributedDataParallel& ddp, AnyModel& model, OptimizerFactory& make_optimizer);
   // Before the first step of `total_steps`; `step` > 0: a resumed run, which the drills leave
   // alone (they rehearse once, and the run after a drill is the same command again) and for which
   // --save-init writes nothing. Attaches the observers: the overlap share and --skip-rank's comm
-  // hook to the DDP class, --record-samples to the batches. Starts the GPU timeline.
-  void start_training(int64_t step, int64_t total_steps, DistributedDataParallel& ddp, DeviceBatches& batches);
-  // At the start of each step: the flight recorder's step; --straggle-rank, --skip-rank.
-  void before_step(int64_t step);
+  // hook to the DDP class, --record-samples to the batches. Starts the GPU timeline. Then Join
+  // (`with Join([ddp_model]):` around the loop; UsageError for flags it cannot apply), which turns
+  // the sampler's padding off with --uneven-shards.
+  void start_training(int64_t step, int64_t total_steps, DistributedDataParallel& ddp, DeviceBatches& batches,
+                      DistributedSampler& sampler);
+  // Before each step's micro-batches [first, last) of this rank, which holds `own` samples this
+  // epoch: the flight recorder's step; --straggle-rank, --skip-rank; then Join's end of them
+  // (Join::end_of_batches): `last`, or `first` when this rank has run out of data.
+  int64_t before_step(int64_t step, int64_t own, int64_t first, int64_t last);
+  // At each epoch's end, before validating: with --join every rank takes the model of the last
+  // rank to run out of data (Join::sync_final_model).
+  void before_validation();
   // At the end of each step, once its checkpoint (if any) is written. Chapter 06's preemption:
   // every rank votes (--drill-at-step raises the signal first), and when the vote says stop, the
   // step's checkpoint is written (unless it was), rank 0 requeues the Slurm job and every rank
@@ -66,6 +88,8 @@ class RunExtras {
   SampleLog samples_;
   StopVote stop_vote_;
   std::unique_ptr<GpuTimeline> gpu_timeline_;
+  std::unique_ptr<Amp> amp_;
+  std::unique_ptr<Join> join_;
   bool fresh_run_ = true;
   int64_t total_steps_ = 0, step_ = 0;
 };

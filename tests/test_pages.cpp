@@ -478,6 +478,15 @@ std::vector<std::string> counts_wrong(const std::string& name, const std::string
         problems.push_back(where + "'" + (*it)[0].str() + "': the course has " + std::to_string(c.chapters.size()) + " (scripts/course.sh)");
       }
     }
+    static const std::regex kind(R"((0\d\.\d{1,2}) [^;|()]*\((coding|observation)\))");
+    for (std::sregex_iterator it(line.begin(), line.end(), kind), end; it != end; ++it) {
+      const bool coding = c.coding.count((*it)[1]) > 0;
+      if (coding != ((*it)[2] == "coding")) {
+        problems.push_back(where + "exercise " + (*it)[1].str() + " is " + (coding ? "a coding" : "an observation") +
+                           " exercise (exercises/solutions/" + (*it)[1].str() + ".patch " + (coding ? "exists" : "does not exist") + "), not " +
+                           (*it)[2].str());
+      }
+    }
     if (std::smatch m; std::regex_search(line, m, tests)) {
       problems.push_back(where + "'" + m[0].str() + "': a number of tests typed by hand (ctest -N counts them)");
     }
@@ -516,12 +525,12 @@ TEST(Docs, CountCheckFindsPlantedWrongCounts) {
   c.coding = {"07.1"};
   c.chapters = {"01_a", "02_b", "03_c"};
   const std::string good =
-      "# E\n\n| 01.1 | 05.9 | 05.10 | 07.1 |\n\nOne coding exercise and three observation exercises, four exercises in all.\n\n"
+      "# E\n\n| 01.1 | 05.9 | 05.10 Two ranks (observation) | 07.1 Keep (coding) |\n\nOne coding exercise and three observation exercises, four exercises in all.\n\n"
       "`scripts/run.sh` runs chapters 01-03, all three chapters. Version 1.13, ratio 0.93.\n";
   const auto none = counts_wrong("README.md", good, c);
   EXPECT_TRUE(none.empty()) << ::testing::PrintToString(none);
   const std::string bad =
-      "# E\n\n| 01.1 | 05.9 | 07.1 | 07.2 |\n\n"                                   // 3: 07.2 does not exist
+      "# E\n\n| 01.1 | 05.9 | 07.1 | 07.2 | 05.10 A title (coding) |\n\n"          // 3: 07.2 does not exist; 05.10 observes
       "Two coding exercises.\n\n"                                                 // 5
       "`scripts/run.sh` runs chapters 01-02,\nand then all four chapters.\n\n"   // 7, 8
       "The cpu build runs 290 tests.\n";                                          // 10
@@ -533,8 +542,10 @@ TEST(Docs, CountCheckFindsPlantedWrongCounts) {
   EXPECT_TRUE(has("README.md:7: chapters 01-02 where run.sh and course.sh run 01-03")) << all;
   EXPECT_TRUE(has("README.md:8: 'four chapters': the course has 3")) << all;
   EXPECT_TRUE(has("README.md:10: '290 tests': a number of tests typed by hand")) << all;
-  EXPECT_TRUE(has("README.md: its exercise table leaves out 05.10")) << all;
+  EXPECT_TRUE(has("README.md:3: exercise 05.10 is an observation exercise")) << all;
   EXPECT_EQ(found.size(), 6u) << all;
+  const auto short_table = counts_wrong("docs/teaching.md", "# T\n\n| 01.1 | 05.9 | 07.1 |\n", c);
+  EXPECT_EQ(short_table, std::vector<std::string>{"docs/teaching.md: its exercise table leaves out 05.10 (exercises/checks/05.10.sh)"});
 }
 
 // Note [PyTorch cited]

@@ -400,7 +400,7 @@ TEST(Readme, MasksWhatVariesAndKeepsWhatMustNot) {
   EXPECT_EQ(mask("  2   * 1     0      5229     0.082s   signal 9 (Killed)"), "2 * 1 0 <pid> <time> signal 9 (Killed)");
   EXPECT_EQ(mask("  1     0     1      18524    10s      exit 1"), "1 0 1 <pid> <time> exit 1");
   EXPECT_EQ(mask("Connection closed by peer [127.0.0.1]:48289"), "Connection closed by peer [127.0.0.1]:<port>");
-  EXPECT_EQ(mask("step 200/1407 loss 0.8109 lr 0.0493 1973 samples/s ETA 1:18"), "step 200/1407 loss 0.8109 lr 0.0493 <n> samples/s ETA <time>");
+  EXPECT_EQ(mask("step 200/1407 mean loss 0.8109 lr 0.0493 1973 samples/s ETA 1:18"), "step 200/1407 mean loss 0.8109 lr 0.0493 <n> samples/s ETA <time>");
   EXPECT_EQ(mask("all 2 workers exited 0 in 116s"), mask("all 2 workers exited 0 in 0.12s"));
   // Fixed figures stay: a timeout that the command sets, losses, accuracies, fingerprints.
   EXPECT_NE(mask("timeout 60s"), mask("timeout 30s"));

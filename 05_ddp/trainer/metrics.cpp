@@ -116,7 +116,7 @@ void Progress::step_done(int64_t step, const torch::Tensor& loss, double lr) {
   const double eta = rate > 0 ? static_cast<double>((total_ - step - 1) * samples_per_step_) / rate : 0;
   const int width = 10, filled = static_cast<int>(width * (step % per_epoch_ + 1) / per_epoch_);
   char line[200];
-  std::snprintf(line, sizeof(line), "epoch %lld/%d [%s%s] step %lld/%lld loss %.4f lr %.4g %.0f samples/s ETA %d:%02d",
+  std::snprintf(line, sizeof(line), "epoch %lld/%d [%s%s] step %lld/%lld mean loss %.4f lr %.4g %.0f samples/s ETA %d:%02d",
                 static_cast<long long>(step / per_epoch_ + 1), epochs_, std::string(filled, '#').c_str(),
                 std::string(width - filled, '.').c_str(), static_cast<long long>(step + 1), static_cast<long long>(total_),
                 mean_loss, lr, rate, static_cast<int>(eta) / 60, static_cast<int>(eta) % 60);

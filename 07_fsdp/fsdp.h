@@ -20,9 +20,10 @@ struct UnitSpec {
   std::function<torch::Tensor(const torch::Tensor&)> forward;  // the layer and what follows it up to the next unit
 };
 
-// How the two halves run: the ring of this chapter (ring_halves.h), or c10d's own collectives
+// How the two halves run: chapter 03's ring (ring_halves.h); the same with the reduce-scatter
+// summing in PyTorch's Gloo's order (Note [Summing in Gloo's order]); or c10d's own collectives
 // (all_gather_into_tensor, reduce_scatter_tensor), which LibTorch 2.x's Gloo has and 1.13's lacks.
-enum class Collectives { kRing, kC10d };
+enum class Collectives { kRing, kRingInGlooOrder, kC10d };
 
 class FullyShardedDataParallel {
  public:

@@ -23,7 +23,7 @@
 //              401920 elements (1.53 MiB of parameters, in backward as much of gradient)
 //   [rank 0/2] check: optimizer state = k x this rank's rows: OK
 //   [rank 0/2] check: bytes the rings sent in the last step, all ranks: 6429816 = world x (2 x 1 + 1) x (world-1) x
-//              1071636 shard bytes (and 4 re-cut): OK
+//              1071636 shard bytes: OK
 //   [rank 0/2] check: test accuracy 80.90% is above 10.00% (chance): OK
 //   [rank 0/2] params fingerprint a64c7e99350aa575 (bit-identical runs print the same)
 // (05_ddp with the same flags prints the same fingerprint: at 2 ranks every sum is a + b.)
@@ -93,7 +93,9 @@ int main(int argc, char** argv) {
     ddp::OptimizerFactory make_optimizer = ddp::optimizer_factory(o);
     std::unique_ptr<torch::optim::Optimizer> optimizer = make_optimizer(fsdp.parameters());
     ddp::log0("model " + o.model + ": " + fsdp.describe() + "; prefetch " + std::to_string(f.prefetch) + ", " +
-              (f.collectives == ch07::Collectives::kRing ? "the ring's two halves" : "c10d's all-gather and reduce-scatter"));
+              (f.collectives == ch07::Collectives::kRing            ? "the ring's two halves"
+               : f.collectives == ch07::Collectives::kRingInGlooOrder ? "the ring's two halves, summed in Gloo's order"
+                                                                       : "c10d's all-gather and reduce-scatter"));
 
     // 4. FSDP: resume from the newest checkpoint: each rank's shard from its own file, or cut
     //    again from every rank's when the world changed (sharded_checkpoint.h).
@@ -162,11 +164,11 @@ int main(int argc, char** argv) {
     group.pg->allreduce(sent)->wait();  // over all ranks: each sends a different share of the groups
     const int64_t ring = sent[0][0].item<int64_t>(), recut = sent[0][1].item<int64_t>(),
                   expected = world * (2 * last_micro_batches + 1) * (world - 1) * fsdp.sizes().shard * 4;
-    const bool counted = f.collectives == ch07::Collectives::kRing;  // c10d's collectives send what the backend sends
+    const bool counted = f.collectives != ch07::Collectives::kC10d;  // c10d's collectives send what the backend sends
     const bool sent_ok = !counted || last_micro_batches == 0 || ring == expected;
     ddp::log0("check: bytes the rings sent in the last step, all ranks: " + std::to_string(ring) + " = world x (2 x " +
               std::to_string(last_micro_batches) + " + 1) x (world-1) x " + std::to_string(fsdp.sizes().shard * 4) +
-              " shard bytes (and " + std::to_string(recut) + " re-cut): " + (counted ? (sent_ok ? "OK" : "FAILED") : "not counted with --collectives c10d"));
+              " shard bytes" + (recut ? " (and " + std::to_string(recut) + " re-cut)" : "") + ": " + (counted ? (sent_ok ? "OK" : "FAILED") : "not counted with --collectives c10d"));
     if (!last_eval) last_eval = ddp::evaluate(sharded, test, group, o.batch_size, device);
     const double floor = o.expect_accuracy.value_or(0.1);
     const bool learned = last_eval->accuracy > floor;

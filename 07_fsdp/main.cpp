@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
     ddp::log0("compute: " + ddp::describe_compute(device) + (o.deterministic == "on" ? ", deterministic" : ", --deterministic off"));
     ddp::log0("data: " + std::to_string(train.size()) + " train / " + std::to_string(test.size()) + " test images from " + train.source);
     ddp::DeviceBatches batches(train, device);
-    ddp::TensorMemory::start(o.memory_limit_mb);  // FSDP: from here on this rank's tensors are counted (and limited)
+    ddp::TensorMemory::start(o.memory_limit_mb);  // FSDP: tensors counted (and limited) from here: model, checkpoint, training
     ddp::DistributedSampler sampler(train.size(), rank, world, /*shuffle=*/true, o.seed);
     const int64_t n_batches = (sampler.num_samples() + o.batch_size - 1) / o.batch_size;
     const int64_t steps_per_epoch = (n_batches + o.grad_accum - 1) / o.grad_accum;
@@ -101,7 +101,6 @@ int main(int argc, char** argv) {
     //    again from every rank's when the world changed (sharded_checkpoint.h).
     ch07::ShardedCheckpoints checkpoints(out.checkpoints, sampler_state, o, fsdp, *optimizer, group);
     int64_t step = checkpoints.resume_or_reset(o);  // FSDP: sharded_checkpoint.h
-    ddp::TensorMemory::reset_peak();  // FSDP: the peak counts training, not reading a checkpoint
     if (step == 0 && rank == 0 && !o.save_init.empty()) ddp::toy::save_params(fsdp.full_parameters(), o.save_init);
     else if (step == 0 && !o.save_init.empty()) fsdp.full_parameters();  // every rank takes part in the gathers
     if (step > 0 && step >= total_steps) ddp::say_already_finished(o, out.dir, step, total_steps);

@@ -73,6 +73,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::vector<UnitSpec> units, 
     u.name = spec.name;
     u.forward = std::move(spec.forward);
     u.params = spec.module->parameters();
+    u.first_param = shard_params_.size();
     std::vector<std::string> names = spec.module->named_parameters().keys();
     for (const torch::Tensor& p : u.params) {
       const int64_t rows = p.dim() > 0 ? p.size(0) : 1;
@@ -199,7 +200,7 @@ void FullyShardedDataParallel::post_backward(size_t u) {
   reshard(u);  // its backward is done: nothing needs the whole parameters any more
   if (!sync_) return;  // no_sync(): the whole gradients stay, summed by autograd over the micro-batches
   torch::NoGradGuard no_grad;
-  const int world = group_.size(), rank = group_.rank();
+  const int world = group_.size();
   // Rank-major: rank q's chunk of every parameter's gradient, padded, then rank q+1's.
   torch::Tensor in = torch::zeros({world * unit.shard_numel}, unit.shard.options());
   for (size_t i = 0; i < unit.params.size(); ++i) {
@@ -212,21 +213,13 @@ void FullyShardedDataParallel::post_backward(size_t u) {
   }
   torch::Tensor mine = torch::empty({unit.shard_numel}, unit.shard.options());
   if (collectives_ == Collectives::kRing) bytes_sent_ += ring_reduce_scatter_avg(*group_.pg, in, mine, tag(u, 1));
-  if (collectives_ == Collectives::kRingInGlooOrder) {  // Note [Summing in Gloo's order]
-    bytes_sent_ += gloo_order_reduce_scatter_avg(*group_.pg, in, mine, tag(u, 1), &recut_bytes_);
-  }
-  if (collectives_ == Collectives::kC10d) c10d_reduce_scatter_avg(*group_.pg, in, mine);
+  if (collectives_ != Collectives::kRing) reduce_scatter_past_the_lesson(u, in, mine);  // gloo-order, c10d
   // This rank's rows of each averaged gradient: its shard's .grad(), added as autograd would.
-  size_t first_param = 0;
-  for (size_t v = 0; v < u; ++v) first_param += units_[v].params.size();
   for (size_t i = 0; i < unit.params.size(); ++i) {
-    torch::Tensor& shard = shard_params_[first_param + i];
+    torch::Tensor& shard = shard_params_[unit.first_param + i];
     torch::Tensor g = mine.narrow(0, unit.offsets[i], shard.numel()).view(shard.sizes());
-    if (shard.grad().defined()) {
-      shard.mutable_grad().add_(g);
-    } else {
-      shard.mutable_grad() = g;
-    }
+    if (shard.grad().defined()) shard.mutable_grad().add_(g);
+    else shard.mutable_grad() = g;
     unit.params[i].mutable_grad() = torch::Tensor();  // the whole gradient freed
   }
 }
@@ -265,7 +258,15 @@ std::string FullyShardedDataParallel::describe() const {
   return out.str();
 }
 
-// ---- Past the lesson: --collectives c10d ----
+// ---- Past the lesson: --collectives gloo-order and c10d ----
+
+void FullyShardedDataParallel::reduce_scatter_past_the_lesson(size_t u, const torch::Tensor& in, const torch::Tensor& mine) {
+  if (collectives_ == Collectives::kRingInGlooOrder) {  // Note [Summing in Gloo's order]
+    bytes_sent_ += gloo_order_reduce_scatter_avg(*group_.pg, in, mine, tag(u, 1), &recut_bytes_);
+  } else {
+    c10d_reduce_scatter_avg(*group_.pg, in, mine);
+  }
+}
 
 namespace {
 

@@ -85,6 +85,7 @@ class FullyShardedDataParallel {
     std::string name;
     std::function<torch::Tensor(const torch::Tensor&)> forward;
     std::vector<torch::Tensor> params;  // the module's own: whole while gathered, no storage otherwise
+    size_t first_param = 0;      // where its shards start in shard_params_
     std::vector<int64_t> rows, row_elems, chunk_rows, offsets;  // per parameter: see Note [Sharding a unit]
     int64_t shard_numel = 0;     // this rank's shard of the unit, padding included (the same on every rank)
     int64_t numel = 0;           // its parameters' elements, whole
@@ -101,6 +102,7 @@ class FullyShardedDataParallel {
   void pre_backward(size_t u);      // before unit u's backward: whole again, prefetch the next
   void post_backward(size_t u);     // after it: reduce-scatter its gradients, free
   void finish_backward();           // the units no hook reached (the first: its input needs no gradient)
+  void reduce_scatter_past_the_lesson(size_t u, const torch::Tensor& in, const torch::Tensor& mine);  // --collectives gloo-order, c10d
   int tag(size_t u, int kind) const;
 
   std::vector<Unit> units_;

@@ -45,4 +45,10 @@ void refuse_what_07_does_not_do(const CLI::App& app, const FsdpFlags& f) {
 #endif
 }
 
+std::string describe(Collectives c) {
+  if (c == Collectives::kRing) return "the ring's two halves";
+  if (c == Collectives::kRingInGlooOrder) return "the ring's two halves, summed in Gloo's order";
+  return "c10d's all-gather and reduce-scatter";
+}
+
 }  // namespace ch07

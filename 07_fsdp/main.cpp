@@ -93,12 +93,10 @@ int main(int argc, char** argv) {
     ddp::OptimizerFactory make_optimizer = ddp::optimizer_factory(o);
     std::unique_ptr<torch::optim::Optimizer> optimizer = make_optimizer(fsdp.parameters());
     ddp::log0("model " + o.model + ": " + fsdp.describe() + "; prefetch " + std::to_string(f.prefetch) + ", " +
-              (f.collectives == ch07::Collectives::kRing            ? "the ring's two halves"
-               : f.collectives == ch07::Collectives::kRingInGlooOrder ? "the ring's two halves, summed in Gloo's order"
-                                                                       : "c10d's all-gather and reduce-scatter"));
+              ch07::describe(f.collectives));
 
-    // 4. FSDP: resume from the newest checkpoint: each rank's shard from its own file, or cut
-    //    again from every rank's when the world changed (sharded_checkpoint.h).
+    // 4. FSDP: resume from the newest checkpoint: each rank's shard from its own file, or at
+    //    another world its rows from the old files that hold them (sharded_checkpoint.h).
     ch07::ShardedCheckpoints checkpoints(out.checkpoints, sampler_state, o, fsdp, *optimizer, group);
     int64_t step = checkpoints.resume_or_reset(o);  // FSDP: sharded_checkpoint.h
     if (step == 0 && rank == 0 && !o.save_init.empty()) ddp::toy::save_params(fsdp.full_parameters(), o.save_init);

@@ -26,12 +26,14 @@ namespace ch07 {
 // like it) into its shard. What a rank holds while it loads is its shard and one old file: the
 // memory report counts it (its peak counts from the model's construction on, the load included).
 // Whether every old file is intact is checked by the ranks together, each opening its own share
-// of them. PyTorch's distributed checkpoint (DCP) loads the same way: its planner reads the
-// saved chunks' offsets and sizes from the checkpoint's .metadata and asks each file only for
-// the chunks that overlap the rank's own shard, narrowing each to the overlap
-// (torch/distributed/checkpoint/default_planner.py, create_default_local_load_plan, and
-// filesystem.py, FileSystemReader.read_data, PyTorch 2.11). A checkpoint of another run
-// (model, optimizer, data, a shape) is refused intact, as 05's (Note [Never lose a run]).
+// of them. PyTorch's distributed checkpoint (DCP) loads the same way, at a finer grain: its
+// planner takes the saved chunks' offsets and sizes from the checkpoint's .metadata and asks only
+// for the chunks that overlap the rank's own shard (torch/distributed/checkpoint/
+// default_planner.py, create_default_local_load_plan, and planner_helpers.py,
+// create_read_items_for_chunk_list, PyTorch 2.11); its reader loads each such chunk and narrows
+// it to the overlap (filesystem.py, FileSystemReader.read_data), one chunk at a time, where we
+// open one old rank's whole file at a time. A checkpoint of another run (model, optimizer,
+// data, a shape) is refused intact, as 05's (Note [Never lose a run]).
 class ShardedCheckpoints {
  public:
   ShardedCheckpoints(std::string dir, ddp::SamplerState sampler, const ddp::TrainerOptions& o, FullyShardedDataParallel& fsdp,

@@ -2,8 +2,8 @@
 // every unit (a layer) is all-gathered whole only while it computes, and its gradients are
 // reduce-scattered to the rank that owns each row. 05's trainer, with its DDP class replaced.
 //
-// Read: steps 1-7 (05's, with what changed marked `FSDP:`), then fsdp.h and fsdp.cpp's Notes
-// in order, then ring_halves.h (chapter 03's ring cut in two).
+// Read (README.md's list): steps 3-7 (05's, with what changed marked `FSDP:`), then fsdp.cpp's
+// gather, free and reduce-scatter, then ring_halves (chapter 03's ring cut in two).
 //
 // Usage:
 //   ./build-cpu/07_fsdp --nproc-per-node 2                 # forks 2 ranks (02_spawn's launcher)

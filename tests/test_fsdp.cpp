@@ -137,6 +137,49 @@ TEST(Fsdp, PrefetchAndTheCollectivesChangeWhenNotWhat) {
   std::system(("rm -rf " + dir).c_str());
 }
 
+// Note [Prefetch]'s claim about PyTorch, held against PyTorch's own fully_shard where the
+// reference has it (2.11): rank 0's first step records when FSDP2 issues each unit's all-gather
+// beside each unit's forward and the end of its backward (tests/fsdp_reference.py
+// --record-order). By default FSDP2 gathers each unit in its own pre-forward and prefetches one
+// unit in backward; asked to prefetch the next unit in forward (set_modules_to_forward_prefetch),
+// it issues what 07's default, --prefetch 1, issues (forward and pre_backward in fsdp.cpp: unit
+// u's all-gather and u+1's before u computes; in backward u-1's once u's backward begins).
+TEST(Fsdp, PyTorchsPrefetchOrderIsWhatNotePrefetchSays) {
+#ifndef DDP_REFERENCE_PYTHON
+  GTEST_SKIP() << "no Python with PyTorch configured (DDP_REFERENCE_PYTHON): scripts/build.sh sets it";
+#else
+  const std::string dir = temp_dir();
+  const std::vector<std::string> shared = {"--model", "mlp", "--train-samples", "2048", "--batch-size", "32", "--warmup-steps", "5",
+                                           "--max-steps", "2"};
+  auto cpp = fsdp_trainer(2, plus(shared, {"--timeout", "20", "--out", dir, "--test-samples", "300", "--expect-accuracy", "0",
+                                           "--collectives", "gloo-order", "--save-init", dir + "/init.pt", "--save-params", dir + "/final.pt"}),
+                          60, {{"OMP_NUM_THREADS", "1"}});
+  expect_ok(cpp);
+  auto order = [&](const std::string& file, bool forward_prefetch) {
+    ProcSpec py{{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/fsdp_reference.py", "--init", dir + "/init.pt", "--compare",
+                 dir + "/final.pt", "--world-size", "2", "--tolerance", "0", "--record-order", dir + "/" + file}};
+    py.argv.insert(py.argv.end(), shared.begin(), shared.end());
+    if (forward_prefetch) py.argv.push_back("--forward-prefetch");
+    ProcResult r = run_one(py, 120);
+    return std::make_pair(r, read_text(dir + "/" + file));
+  };
+  auto [plain, fsdp2] = order("default.txt", false);
+  if (plain.exit_code == 2 && plain.output.find("has no torch.distributed.fsdp.fully_shard") != std::string::npos) {
+    std::system(("rm -rf " + dir).c_str());
+    GTEST_SKIP() << "the reference's PyTorch has no fully_shard: " << plain.output;
+  }
+  EXPECT_EQ(plain.exit_code, 0) << plain.output;
+  const std::string backward = "gather fc3\ngather fc2\nbackward fc3\ngather fc1\nbackward fc2\n";  // one unit ahead
+  EXPECT_EQ(fsdp2, "gather fc1\nforward fc1\ngather fc2\nforward fc2\ngather fc3\nforward fc3\n" + backward)
+      << "PyTorch's FSDP2 by default, unlike Note [Prefetch]";
+  auto [asked, prefetching] = order("forward_prefetch.txt", true);
+  EXPECT_EQ(asked.exit_code, 0) << asked.output;
+  const std::string ours = "gather fc1\ngather fc2\nforward fc1\ngather fc3\nforward fc2\nforward fc3\n" + backward;  // --prefetch 1
+  EXPECT_EQ(prefetching, ours) << "PyTorch's FSDP2 with set_modules_to_forward_prefetch, unlike 07's --prefetch 1";
+  std::system(("rm -rf " + dir).c_str());
+#endif
+}
+
 // Note [Sharded checkpoints]: rank 1 killed after step 6 (checkpoints of steps 4 written by both
 // ranks); run again, each rank reads its own shard back and the run ends bit for bit where an
 // uninterrupted one does. The same files read at 4 ranks and at 1 put each parameter together

@@ -19,6 +19,14 @@ void expect_ok(const ProcResult& r) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
+// Every rank's "peak of the tensors ... allocated N MiB", in MiB.
+std::vector<double> peaks(const ProcResult& r) {
+  std::vector<double> all;
+  const std::regex peak("peak of the tensors training allocated ([0-9.]+) MiB");
+  for (std::sregex_iterator it(r.output.begin(), r.output.end(), peak), end; it != end; ++it) all.push_back(std::stod((*it)[1]));
+  return all;
+}
+
 std::string fingerprint(const ProcResult& r) {
   const std::set<std::string> prints = fingerprints(r.output);
   EXPECT_EQ(prints.size(), 1u) << r.output;
@@ -187,7 +195,10 @@ TEST(Fsdp, PyTorchsPrefetchOrderIsWhatNotePrefetchSays) {
 // warm-up makes step 4 the same in a run of 4 steps and of 12); trained on at 4 ranks they end
 // where the uninterrupted run does but for the order of 4 ranks' sums (the optimizer state
 // was cut again too: with it lost, AdamW's first step after the resume moves each weight by
-// about lr, 1e-3).
+// about lr, 1e-3). The load's memory is in the peak each rank reports (Note [Sharded
+// checkpoints]): at 4 ranks no rank holds what the two old files hold together, parameters and
+// AdamW's two moments, 4Ψ(1+2); at 1 rank the rank's own shard is all of it, and one old file
+// (half of it) is beside it while its rows are copied: 1.5 x 4Ψ(1+2).
 TEST(Fsdp, KilledRunsResumeFromTheirShardsAtTheSameWorldOrAnother) {
   const std::string base = temp_dir();
   const std::vector<std::string> run = {"--train-samples", "2048", "--test-samples", "300", "--global-batch", "64", "--warmup-steps", "5",
@@ -216,6 +227,13 @@ TEST(Fsdp, KilledRunsResumeFromTheirShardsAtTheSameWorldOrAnother) {
               std::string::npos)
         << r.output;
     EXPECT_EQ(fingerprint(r), fingerprint(four)) << "at " << world << " ranks";
+    const double psi = 784 * 512 + 512 + 512 * 256 + 256 + 256 * 10 + 10, files = 4 * psi * 3 / 1048576;  // MiB
+    const std::vector<double> p = peaks(r);
+    EXPECT_EQ(p.size(), static_cast<size_t>(world)) << r.output;
+    for (double peak : p) {
+      if (world == 4) EXPECT_LT(peak, files) << "a rank at 4 ranks held the old files' worth: " << r.output;
+      if (world == 1) EXPECT_GE(peak, 1.5 * files - 0.005) << "the load's peak is not in the report: " << r.output;
+    }
   }
 #ifdef DDP_REFERENCE_PYTHON
   auto on = fsdp_trainer(4, plus(run, {"--max-steps", "12", "--out", base + "/at4-on", "--save-params", base + "/at4-on.pt"}));

@@ -28,10 +28,11 @@ namespace ch07 {
 // and what it does not: the unit's whole gradient and the reduce-scatter's input (each the size
 // of the unit, at any N), and the batch's images, which the training loop holds. Autograd has
 // freed the activations by then. For the MLP the first unit is fc1, three quarters of it: no N
-// brings the peak below about twice fc1.
+// brings the peak below about twice fc1. A resume at another world may hold more while it
+// loads: the rank's shard and state and one old file beside them (Note [Sharded checkpoints]).
 
 // Rank 0 logs its shards' elements and bytes (parameters, gradients, optimizer state) beside the
-// formula, every rank the peak of the tensors counted since training began (Note [A memory limit
+// formula, every rank the peak of the tensors counted since the model was built (Note [A memory limit
 // on a CPU]); returns whether the optimizer state is k x this rank's rows (the check of step 7).
 bool report_memory(const FullyShardedDataParallel& fsdp, const torch::optim::Optimizer& optimizer, int world);
 

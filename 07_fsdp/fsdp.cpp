@@ -57,6 +57,10 @@ void set_storage(const torch::Tensor& p, bool whole) {
   s->set_nbytes(bytes);
 }
 
+// --collectives c10d: the process group's own two collectives (at the end of this file).
+std::future<int64_t> c10d_all_gather(ddp::Backend& pg, torch::Tensor shard, torch::Tensor out);
+void c10d_reduce_scatter_avg(ddp::Backend& pg, torch::Tensor in, torch::Tensor out);
+
 }  // namespace
 
 FullyShardedDataParallel::FullyShardedDataParallel(std::vector<UnitSpec> units, ddp::Group& group, Collectives collectives,
@@ -69,6 +73,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::vector<UnitSpec> units, 
     u.name = spec.name;
     u.forward = std::move(spec.forward);
     u.params = spec.module->parameters();
+    u.first_param = shard_params_.size();
     std::vector<std::string> names = spec.module->named_parameters().keys();
     for (const torch::Tensor& p : u.params) {
       const int64_t rows = p.dim() > 0 ? p.size(0) : 1;
@@ -104,28 +109,15 @@ void FullyShardedDataParallel::issue_all_gather(size_t u) {
   Unit& unit = units_[u];
   if (unit.whole || unit.gathering.valid()) return;
   unit.gathered = torch::empty({group_.size() * unit.shard_numel}, unit.shard.options());
-  ddp::Backend* pg = group_.pg.get();
-  torch::Tensor in = unit.shard, out = unit.gathered;
-  const int t = tag(u, 0);
-  const Collectives how = collectives_;
-  if (how == Collectives::kRing) {
-    // On a thread of its own, so that the caller computes meanwhile (Note [Prefetch]). Its
-    // sends and receives carry tags of their own: they cannot meet another collective's.
-    unit.gathering = std::async(std::launch::async, [pg, in, out, t]() mutable { return ring_all_gather(*pg, in, out, t); });
+  if (collectives_ == Collectives::kC10d) {
+    unit.gathering = c10d_all_gather(*group_.pg, unit.shard, unit.gathered);
     return;
   }
-#if TORCH_VERSION_MAJOR >= 2
-  // c10d's collectives run on the backend's own threads already; but each rank must start them in
-  // one order (Gloo pairs them by a counter), so they are started here, on the caller's thread,
-  // and only the wait is left for later.
-  c10::intrusive_ptr<c10d::Work> work = pg->_allgather_base(out, in);
-  unit.gathering = std::async(std::launch::deferred, [work] {
-    work->wait();
-    return int64_t{0};  // the backend's bytes, not counted here
+  // The ring's all-gather, on a thread of its own, so that the caller computes meanwhile (Note
+  // [Prefetch]). Its sends and receives carry tags of their own: they cannot meet another collective's.
+  unit.gathering = std::async(std::launch::async, [pg = group_.pg.get(), in = unit.shard, out = unit.gathered, t = tag(u, 0)] {
+    return ring_all_gather(*pg, in, out, t);
   });
-#else
-  throw std::logic_error("c10d's all-gather into one tensor is not in LibTorch 1.13");
-#endif
 }
 
 void FullyShardedDataParallel::unshard(size_t u) {
@@ -158,10 +150,15 @@ void FullyShardedDataParallel::reshard(size_t u) {
 // Without it a unit's all-gather starts when the unit is reached, and the unit waits for all of
 // it. With --prefetch d, reaching unit u issues the all-gathers of the next d units too (in
 // backward: the d before it), so they travel while unit u computes; a unit then waits only for
-// what is left of its own. The price: up to d+1 units whole at once instead of one. PyTorch's
-// FSDP2 prefetches one unit in both directions by default (set_modules_to_forward_prefetch and
-// set_modules_to_backward_prefetch choose more). Which data the collectives move, and so the
-// numbers, do not depend on it: --prefetch changes when, never what.
+// what is left of its own. The price: up to d+1 units whole at once instead of one. PyTorch
+// 2.11's FSDP2 prefetches one unit ahead in backward by default, in reverse forward order
+// (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py, FSDPParamGroup._backward_prefetch);
+// in forward it issues each unit's all-gather in that unit's own pre-forward and prefetches
+// explicitly only when asked (_fully_shard.py, FSDPModule.set_modules_to_forward_prefetch), its
+// "implicit" forward prefetch being a CUDA stream's overlap, which a CPU does not have. So our
+// default, --prefetch 1, is FSDP2's in backward and FSDP2 with set_modules_to_forward_prefetch
+// (the next unit) in forward. Which data the collectives move, and so the numbers, do not
+// depend on it: --prefetch changes when, never what.
 
 torch::Tensor FullyShardedDataParallel::forward(const torch::Tensor& input) {
   const bool for_backward = torch::GradMode::is_enabled();
@@ -203,7 +200,7 @@ void FullyShardedDataParallel::post_backward(size_t u) {
   reshard(u);  // its backward is done: nothing needs the whole parameters any more
   if (!sync_) return;  // no_sync(): the whole gradients stay, summed by autograd over the micro-batches
   torch::NoGradGuard no_grad;
-  const int world = group_.size(), rank = group_.rank();
+  const int world = group_.size();
   // Rank-major: rank q's chunk of every parameter's gradient, padded, then rank q+1's.
   torch::Tensor in = torch::zeros({world * unit.shard_numel}, unit.shard.options());
   for (size_t i = 0; i < unit.params.size(); ++i) {
@@ -215,26 +212,14 @@ void FullyShardedDataParallel::post_backward(size_t u) {
     }
   }
   torch::Tensor mine = torch::empty({unit.shard_numel}, unit.shard.options());
-  if (collectives_ == Collectives::kRing) {
-    bytes_sent_ += ring_reduce_scatter_avg(*group_.pg, in, mine, tag(u, 1), &recut_bytes_);
-  } else {
-#if TORCH_VERSION_MAJOR >= 2
-    c10d::ReduceScatterOptions avg;
-    avg.reduceOp = c10d::ReduceOp::AVG;
-    group_.pg->_reduce_scatter_base(mine, in, avg)->wait();  // its bytes are the backend's, not counted here
-#endif
-  }
+  if (collectives_ == Collectives::kRing) bytes_sent_ += ring_reduce_scatter_avg(*group_.pg, in, mine, tag(u, 1));
+  if (collectives_ != Collectives::kRing) reduce_scatter_past_the_lesson(u, in, mine);  // gloo-order, c10d
   // This rank's rows of each averaged gradient: its shard's .grad(), added as autograd would.
-  size_t first_param = 0;
-  for (size_t v = 0; v < u; ++v) first_param += units_[v].params.size();
   for (size_t i = 0; i < unit.params.size(); ++i) {
-    torch::Tensor& shard = shard_params_[first_param + i];
+    torch::Tensor& shard = shard_params_[unit.first_param + i];
     torch::Tensor g = mine.narrow(0, unit.offsets[i], shard.numel()).view(shard.sizes());
-    if (shard.grad().defined()) {
-      shard.mutable_grad().add_(g);
-    } else {
-      shard.mutable_grad() = g;
-    }
+    if (shard.grad().defined()) shard.mutable_grad().add_(g);
+    else shard.mutable_grad() = g;
     unit.params[i].mutable_grad() = torch::Tensor();  // the whole gradient freed
   }
 }
@@ -272,5 +257,44 @@ std::string FullyShardedDataParallel::describe() const {
   }
   return out.str();
 }
+
+// ---- Past the lesson: --collectives gloo-order and c10d ----
+
+void FullyShardedDataParallel::reduce_scatter_past_the_lesson(size_t u, const torch::Tensor& in, const torch::Tensor& mine) {
+  if (collectives_ == Collectives::kRingInGlooOrder) {  // Note [Summing in Gloo's order]
+    bytes_sent_ += gloo_order_reduce_scatter_avg(*group_.pg, in, mine, tag(u, 1), &recut_bytes_);
+  } else {
+    c10d_reduce_scatter_avg(*group_.pg, in, mine);
+  }
+}
+
+namespace {
+
+std::future<int64_t> c10d_all_gather(ddp::Backend& pg, torch::Tensor shard, torch::Tensor out) {
+#if TORCH_VERSION_MAJOR >= 2
+  // c10d's collectives run on the backend's own threads already; but each rank must start them in
+  // one order (Gloo pairs them by a counter), so they are started here, on the caller's thread,
+  // and only the wait is left for later.
+  c10::intrusive_ptr<c10d::Work> work = pg._allgather_base(out, shard);
+  return std::async(std::launch::deferred, [work] {
+    work->wait();
+    return int64_t{0};  // the backend's bytes, not counted here
+  });
+#else
+  throw std::logic_error("c10d's all-gather into one tensor is not in LibTorch 1.13");
+#endif
+}
+
+void c10d_reduce_scatter_avg(ddp::Backend& pg, torch::Tensor in, torch::Tensor out) {
+#if TORCH_VERSION_MAJOR >= 2
+  c10d::ReduceScatterOptions avg;
+  avg.reduceOp = c10d::ReduceOp::AVG;
+  pg._reduce_scatter_base(out, in, avg)->wait();  // the backend's bytes, not counted here
+#else
+  throw std::logic_error("c10d's reduce-scatter is not in LibTorch 1.13");
+#endif
+}
+
+}  // namespace
 
 }  // namespace ch07

@@ -20,9 +20,10 @@ struct UnitSpec {
   std::function<torch::Tensor(const torch::Tensor&)> forward;  // the layer and what follows it up to the next unit
 };
 
-// How the two halves run: the ring of this chapter (ring_halves.h), or c10d's own collectives
+// How the two halves run: chapter 03's ring (ring_halves.h); the same with the reduce-scatter
+// summing in PyTorch's Gloo's order (Note [Summing in Gloo's order]); or c10d's own collectives
 // (all_gather_into_tensor, reduce_scatter_tensor), which LibTorch 2.x's Gloo has and 1.13's lacks.
-enum class Collectives { kRing, kC10d };
+enum class Collectives { kRing, kRingInGlooOrder, kC10d };
 
 class FullyShardedDataParallel {
  public:
@@ -84,6 +85,7 @@ class FullyShardedDataParallel {
     std::string name;
     std::function<torch::Tensor(const torch::Tensor&)> forward;
     std::vector<torch::Tensor> params;  // the module's own: whole while gathered, no storage otherwise
+    size_t first_param = 0;      // where its shards start in shard_params_
     std::vector<int64_t> rows, row_elems, chunk_rows, offsets;  // per parameter: see Note [Sharding a unit]
     int64_t shard_numel = 0;     // this rank's shard of the unit, padding included (the same on every rank)
     int64_t numel = 0;           // its parameters' elements, whole
@@ -100,6 +102,7 @@ class FullyShardedDataParallel {
   void pre_backward(size_t u);      // before unit u's backward: whole again, prefetch the next
   void post_backward(size_t u);     // after it: reduce-scatter its gradients, free
   void finish_backward();           // the units no hook reached (the first: its input needs no gradient)
+  void reduce_scatter_past_the_lesson(size_t u, const torch::Tensor& in, const torch::Tensor& mine);  // --collectives gloo-order, c10d
   int tag(size_t u, int kind) const;
 
   std::vector<Unit> units_;

@@ -14,10 +14,12 @@ void add_fsdp_flags(CLI::App& app, FsdpFlags& f) {
   app.add_option("--prefetch", f.prefetch,
                  "Issue the all-gathers of this many units ahead (0: each when its unit is reached; Note [Prefetch])")
       ->check(CLI::Range(0, 8));
-  std::map<std::string, Collectives> kinds{{"ring", Collectives::kRing}, {"c10d", Collectives::kC10d}};
+  std::map<std::string, Collectives> kinds{
+      {"ring", Collectives::kRing}, {"gloo-order", Collectives::kRingInGlooOrder}, {"c10d", Collectives::kC10d}};
   app.add_option("--collectives", f.collectives,
-                 "ring: the ring's two halves of ring_halves.h; c10d: the process group's all_gather_into_tensor and "
-                 "reduce_scatter_tensor (LibTorch 2.x)")
+                 "ring: chapter 03's ring cut in its two halves (ring_halves.h); gloo-order: the same, the reduce-scatter "
+                 "summing in PyTorch's Gloo's order (Note [Summing in Gloo's order]); c10d: the process group's "
+                 "all_gather_into_tensor and reduce_scatter_tensor (LibTorch 2.x)")
       ->transform(CLI::CheckedTransformer(kinds, CLI::ignore_case));
 }
 
@@ -41,6 +43,12 @@ void refuse_what_07_does_not_do(const CLI::App& app, const FsdpFlags& f) {
 #else
   (void)f;
 #endif
+}
+
+std::string describe(Collectives c) {
+  if (c == Collectives::kRing) return "the ring's two halves";
+  if (c == Collectives::kRingInGlooOrder) return "the ring's two halves, summed in Gloo's order";
+  return "c10d's all-gather and reduce-scatter";
 }
 
 }  // namespace ch07

@@ -19,4 +19,7 @@ void add_fsdp_flags(CLI::App& app, FsdpFlags& f);
 // c10d where LibTorch's Gloo lacks the two collectives (1.13).
 void refuse_what_07_does_not_do(const CLI::App& app, const FsdpFlags& f);
 
+// For the log: "the ring's two halves", ...
+std::string describe(Collectives c);
+
 }  // namespace ch07

@@ -2,8 +2,8 @@
 // every unit (a layer) is all-gathered whole only while it computes, and its gradients are
 // reduce-scattered to the rank that owns each row. 05's trainer, with its DDP class replaced.
 //
-// Read: steps 1-7 (05's, with what changed marked `FSDP:`), then fsdp.h and fsdp.cpp's Notes
-// in order, then ring_halves.h (chapter 03's ring cut in two).
+// Read (README.md's list): steps 3-7 (05's, with what changed marked `FSDP:`), then fsdp.cpp's
+// gather, free and reduce-scatter, then ring_halves (chapter 03's ring cut in two).
 //
 // Usage:
 //   ./build-cpu/07_fsdp --nproc-per-node 2                 # forks 2 ranks (02_spawn's launcher)
@@ -23,7 +23,7 @@
 //              401920 elements (1.53 MiB of parameters, in backward as much of gradient)
 //   [rank 0/2] check: optimizer state = k x this rank's rows: OK
 //   [rank 0/2] check: bytes the rings sent in the last step, all ranks: 6429816 = world x (2 x 1 + 1) x (world-1) x
-//              1071636 shard bytes (and 4 re-cut): OK
+//              1071636 shard bytes: OK
 //   [rank 0/2] check: test accuracy 80.90% is above 10.00% (chance): OK
 //   [rank 0/2] params fingerprint a64c7e99350aa575 (bit-identical runs print the same)
 // (05_ddp with the same flags prints the same fingerprint: at 2 ranks every sum is a + b.)
@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
     ddp::log0("compute: " + ddp::describe_compute(device) + (o.deterministic == "on" ? ", deterministic" : ", --deterministic off"));
     ddp::log0("data: " + std::to_string(train.size()) + " train / " + std::to_string(test.size()) + " test images from " + train.source);
     ddp::DeviceBatches batches(train, device);
-    ddp::TensorMemory::start(o.memory_limit_mb);  // FSDP: from here on this rank's tensors are counted (and limited)
+    ddp::TensorMemory::start(o.memory_limit_mb);  // FSDP: tensors counted (and limited) from here: model, checkpoint, training
     ddp::DistributedSampler sampler(train.size(), rank, world, /*shuffle=*/true, o.seed);
     const int64_t n_batches = (sampler.num_samples() + o.batch_size - 1) / o.batch_size;
     const int64_t steps_per_epoch = (n_batches + o.grad_accum - 1) / o.grad_accum;
@@ -93,13 +93,12 @@ int main(int argc, char** argv) {
     ddp::OptimizerFactory make_optimizer = ddp::optimizer_factory(o);
     std::unique_ptr<torch::optim::Optimizer> optimizer = make_optimizer(fsdp.parameters());
     ddp::log0("model " + o.model + ": " + fsdp.describe() + "; prefetch " + std::to_string(f.prefetch) + ", " +
-              (f.collectives == ch07::Collectives::kRing ? "the ring's two halves" : "c10d's all-gather and reduce-scatter"));
+              ch07::describe(f.collectives));
 
-    // 4. FSDP: resume from the newest checkpoint: each rank's shard from its own file, or cut
-    //    again from every rank's when the world changed (sharded_checkpoint.h).
+    // 4. FSDP: resume from the newest checkpoint: each rank's shard from its own file, or at
+    //    another world its rows from the old files that hold them (sharded_checkpoint.h).
     ch07::ShardedCheckpoints checkpoints(out.checkpoints, sampler_state, o, fsdp, *optimizer, group);
     int64_t step = checkpoints.resume_or_reset(o);  // FSDP: sharded_checkpoint.h
-    ddp::TensorMemory::reset_peak();  // FSDP: the peak counts training, not reading a checkpoint
     if (step == 0 && rank == 0 && !o.save_init.empty()) ddp::toy::save_params(fsdp.full_parameters(), o.save_init);
     else if (step == 0 && !o.save_init.empty()) fsdp.full_parameters();  // every rank takes part in the gathers
     if (step > 0 && step >= total_steps) ddp::say_already_finished(o, out.dir, step, total_steps);
@@ -162,11 +161,11 @@ int main(int argc, char** argv) {
     group.pg->allreduce(sent)->wait();  // over all ranks: each sends a different share of the groups
     const int64_t ring = sent[0][0].item<int64_t>(), recut = sent[0][1].item<int64_t>(),
                   expected = world * (2 * last_micro_batches + 1) * (world - 1) * fsdp.sizes().shard * 4;
-    const bool counted = f.collectives == ch07::Collectives::kRing;  // c10d's collectives send what the backend sends
+    const bool counted = f.collectives != ch07::Collectives::kC10d;  // c10d's collectives send what the backend sends
     const bool sent_ok = !counted || last_micro_batches == 0 || ring == expected;
     ddp::log0("check: bytes the rings sent in the last step, all ranks: " + std::to_string(ring) + " = world x (2 x " +
               std::to_string(last_micro_batches) + " + 1) x (world-1) x " + std::to_string(fsdp.sizes().shard * 4) +
-              " shard bytes (and " + std::to_string(recut) + " re-cut): " + (counted ? (sent_ok ? "OK" : "FAILED") : "not counted with --collectives c10d"));
+              " shard bytes" + (recut ? " (and " + std::to_string(recut) + " re-cut)" : "") + ": " + (counted ? (sent_ok ? "OK" : "FAILED") : "not counted with --collectives c10d"));
     if (!last_eval) last_eval = ddp::evaluate(sharded, test, group, o.batch_size, device);
     const double floor = o.expect_accuracy.value_or(0.1);
     const bool learned = last_eval->accuracy > floor;

@@ -14,13 +14,25 @@ namespace ch07 {
 // Adam): Ψ(2+2+K) under DDP. ZeRO-1 divides the K term by the world size N, ZeRO-2 the
 // gradients' too, ZeRO-3 (FSDP) all three: Ψ(2+2+K)/N. This course trains in float32 with no
 // master copy, so its terms are 4Ψ, 4Ψ and 4kΨ, k the state tensors per parameter (SGD with
-// momentum 1, AdamW 2): DDP 4Ψ(2+k), FSDP 4Ψ(2+k)/N. On top of the shards FSDP holds, for a
-// while, the unit it is computing, whole: its parameters, and in backward their gradients,
+// momentum 1, AdamW 2): FSDP 4Ψ(2+k)/N; a DDP whose buckets are its gradients 4Ψ(2+k) (PyTorch's
+// gradient_as_bucket_view=True, 05's --gradient-as-bucket-view); 05's DDP as built, which keeps
+// each gradient twice, in .grad() and in its bucket, 4Ψ(3+k). On top of the shards FSDP holds,
+// for a while, the unit it is computing, whole: its parameters, and in backward their gradients,
 // before the reduce-scatter cuts them; with --prefetch, the units gathered ahead too. The
 // activations are the same as DDP's: sharding does not touch them.
+// Where the peak is (the line "peak of the tensors ... allocated", counted from the model's
+// construction on, a checkpoint's load included): in the reduce-scatter of the first unit, the
+// last of backward, from the second step on (the optimizer's state exists from the first step).
+// Then a rank holds what 1/N divides (its shards: parameters, their gradients, the optimizer
+// state; the reduce-scatter's output and the ring's receive buffer, each a chunk of the unit),
+// and what it does not: the unit's whole gradient and the reduce-scatter's input (each the size
+// of the unit, at any N), and the batch's images, which the training loop holds. Autograd has
+// freed the activations by then. For the MLP the first unit is fc1, three quarters of it: no N
+// brings the peak below about twice fc1. A resume at another world may hold more while it
+// loads: the rank's shard and state and one old file beside them (Note [Sharded checkpoints]).
 
 // Rank 0 logs its shards' elements and bytes (parameters, gradients, optimizer state) beside the
-// formula, every rank the peak of the tensors counted since training began (Note [A memory limit
+// formula, every rank the peak of the tensors counted since the model was built (Note [A memory limit
 // on a CPU]); returns whether the optimizer state is k x this rank's rows (the check of step 7).
 bool report_memory(const FullyShardedDataParallel& fsdp, const torch::optim::Optimizer& optimizer, int world);
 

@@ -4,17 +4,16 @@
 namespace ch07 {
 namespace {
 
-// One step of the ring: send `out` to rank-1, receive `in` from rank+1, both posted before
+// One step of a ring: send `out` to rank `to`, receive `in` from rank `from`, both posted before
 // either is waited for. Even ranks post the send first, odd ranks the receive, as chapter 03's
 // ring does (NCCL runs two ranks' sends and receives in order: at 2 ranks they must pair up).
-int64_t exchange(ddp::Backend& pg, const torch::Tensor& out, const torch::Tensor& in, int tag) {
-  const int n = pg.getSize(), rank = pg.getRank();
-  std::vector<torch::Tensor> to{out}, from{in};
+int64_t exchange(ddp::Backend& pg, const torch::Tensor& out, int to, const torch::Tensor& in, int from, int tag) {
+  std::vector<torch::Tensor> outs{out}, ins{in};
   c10::intrusive_ptr<c10d::Work> send, recv;
   // An empty piece is neither sent nor received: both sides know its size.
-  auto post_send = [&] { if (out.numel() > 0) send = pg.send(to, (rank - 1 + n) % n, tag); };
-  auto post_recv = [&] { if (in.numel() > 0) recv = pg.recv(from, (rank + 1) % n, tag); };
-  if (rank % 2 == 0) post_send(), post_recv();
+  auto post_send = [&] { if (out.numel() > 0) send = pg.send(outs, to, tag); };
+  auto post_recv = [&] { if (in.numel() > 0) recv = pg.recv(ins, from, tag); };
+  if (pg.getRank() % 2 == 0) post_send(), post_recv();
   else post_recv(), post_send();
   if (send) send->wait();  // wait(): the group's --timeout
   if (recv) recv->wait();
@@ -29,12 +28,32 @@ int64_t ring_all_gather(ddp::Backend& pg, const torch::Tensor& shard, const torc
   auto chunk = [&](int k) { return out.view(-1).narrow(0, ((k % n + n) % n) * size, size); };
   chunk(rank).copy_(shard.view(-1));
   int64_t sent = 0;
-  // Step s: pass on the chunk received last (at s = 0 our own), receive the next one in place.
-  for (int s = 0; s < n - 1; ++s) sent += exchange(pg, chunk(rank + s), chunk(rank + s + 1), tag + s);
+  // 03's all-gather: at step s pass chunk rank-s on to rank+1 (at s = 0 our own), and receive
+  // chunk rank-s-1 from rank-1, in place.
+  for (int s = 0; s < n - 1; ++s) sent += exchange(pg, chunk(rank - s), (rank + 1) % n, chunk(rank - s - 1), (rank - 1 + n) % n, tag + s);
   return sent;
 }
 
-int64_t ring_reduce_scatter_avg(ddp::Backend& pg, const torch::Tensor& in, const torch::Tensor& out, int tag, int64_t* recut) {
+int64_t ring_reduce_scatter_avg(ddp::Backend& pg, const torch::Tensor& in, const torch::Tensor& out, int tag) {
+  const int n = pg.getSize(), rank = pg.getRank();
+  const int64_t size = out.numel();
+  auto chunk = [&](int k) { return in.view(-1).narrow(0, ((k % n + n) % n) * size, size); };
+  torch::Tensor incoming = torch::empty({size}, in.options());
+  int64_t sent = 0;
+  // 03's reduce-scatter, one chunk later: at step s send our partial sum of chunk rank-s-1 to
+  // rank+1 (at s = 0 our own gradient), receive rank-1's partial of chunk rank-s-2 and add ours
+  // to it. After n-1 steps chunk rank-n, our own, is summed over every rank.
+  for (int s = 0; s < n - 1; ++s) {
+    sent += exchange(pg, chunk(rank - s - 1), (rank + 1) % n, incoming, (rank - 1 + n) % n, tag + s);
+    chunk(rank - s - 2).add_(incoming);
+  }
+  out.view(-1).copy_(chunk(rank)).div_(n);  // AVG: the sum, then divided by n
+  return sent;
+}
+
+// ---- A second reading: Note [Summing in Gloo's order] ----
+
+int64_t gloo_order_reduce_scatter_avg(ddp::Backend& pg, const torch::Tensor& in, const torch::Tensor& out, int tag, int64_t* recut) {
   const int n = pg.getSize(), rank = pg.getRank();
   const int64_t size = out.numel(), total = in.numel();
   torch::Tensor flat = in.view(-1);
@@ -50,13 +69,13 @@ int64_t ring_reduce_scatter_avg(ddp::Backend& pg, const torch::Tensor& in, const
   };
   int64_t sent = 0;
   torch::Tensor incoming = torch::empty({share}, in.options());
-  // Step s: send our partial sum of share rank+1+s (at s = 0 our own gradient) to rank-1;
-  // receive rank+1's partial of share rank+2+s and add our own to it. After n-1 steps the
+  // Gloo's direction: at step s send our partial sum of share rank+1+s (at s = 0 our own
+  // gradient) to rank-1; receive rank+1's partial of share rank+2+s and add our own to it. After n-1 steps the
   // share we received last is ours, rank + n, summed over every rank. (A share past the end of
   // a small tensor is empty: neither side sends it.)
   for (int s = 0; s < n - 1; ++s) {
     torch::Tensor mine = share_of(rank + 2 + s), theirs = incoming.narrow(0, 0, mine.numel());
-    sent += exchange(pg, share_of(rank + 1 + s), theirs, tag + s);
+    sent += exchange(pg, share_of(rank + 1 + s), (rank - 1 + n) % n, theirs, (rank + 1) % n, tag + s);
     mine.add_(theirs);
   }
   // Re-cut: chunk r (what rank r owns) is [r size, (r+1) size); the rows of it that fell in

@@ -19,11 +19,21 @@ namespace ch07 {
 // that world is intact: one rank killed between its write and the others' leaves a step that is
 // skipped for the one before it. Every rank reads the same files and so picks the same step,
 // which is then checked across the ranks. At the same world each rank reads its own file back:
-// the same bits. At another world each parameter's rows (and its state's, which are elementwise
-// like it) are put together from every old rank's file, in rank order, and cut again as Note
-// [Sharding a unit] cuts them for the new world: PyTorch's distributed checkpoint (DCP)
-// re-shards the same way, by the rows each file says it holds. A checkpoint of another run
-// (model, optimizer, data, a shape) is refused intact, as 05's (Note [Never lose a run]).
+// the same bits. At another world no rank puts a parameter together whole: the new world cuts
+// each parameter as Note [Sharding a unit] does, and rank 0's file holds an index of where every
+// old rank's rows lie (rows.<name>); each new rank opens only the old files that hold rows of
+// its own, one at a time, and copies those rows of the parameter and of its state (elementwise
+// like it) into its shard. What a rank holds while it loads is its shard and one old file: the
+// memory report counts it (its peak counts from the model's construction on, the load included).
+// Whether every old file is intact is checked by the ranks together, each opening its own share
+// of them. PyTorch's distributed checkpoint (DCP) loads the same way, at a finer grain: its
+// planner takes the saved chunks' offsets and sizes from the checkpoint's .metadata and asks only
+// for the chunks that overlap the rank's own shard (torch/distributed/checkpoint/
+// default_planner.py, create_default_local_load_plan, and planner_helpers.py,
+// create_read_items_for_chunk_list, PyTorch 2.11); its reader loads each such chunk and narrows
+// it to the overlap (filesystem.py, FileSystemReader.read_data), one chunk at a time, where we
+// open one old rank's whole file at a time. A checkpoint of another run (model, optimizer,
+// data, a shape) is refused intact, as 05's (Note [Never lose a run]).
 class ShardedCheckpoints {
  public:
   ShardedCheckpoints(std::string dir, ddp::SamplerState sampler, const ddp::TrainerOptions& o, FullyShardedDataParallel& fsdp,

@@ -32,7 +32,9 @@
 #     with the state sharded, so it pays the same;
 #   - FSDP: the unit it computes, gathered whole (and with prefetch the next one too), and in
 #     backward that unit's whole gradients and the reduce-scatter's buffers before they are cut
-#     to this rank's shard; at N = 1 the gathered unit is a second copy of the parameters;
+#     to this rank's shard. Its peak comes in the first unit's reduce-scatter, the last of
+#     backward (Note [What each rank holds]): then the activations are freed, and what is not
+#     sharded is fc1's whole gradient, the reduce-scatter's input and the batch's images;
 #   - temporaries: the loss, the optimizer's intermediate results, the collectives' buffers.
 # So the peak sits above the formula's sum, and with FSDP falls more slowly than 1/N: what is
 # not sharded stays.

@@ -9,6 +9,12 @@ the final parameters (gathered whole: full_tensor()) with the C++ run's (--compa
 the largest absolute difference. Exit code 0 when it is at most --tolerance, 1 otherwise, 2 on
 bad input or a PyTorch without fully_shard (1.13: FSDP2 came in 2.4 and torch.distributed.fsdp's
 fully_shard in 2.6).
+
+--record-order FILE writes, from rank 0's first step, the order in which FSDP2 issued its
+all-gathers ("gather fc2"), each unit's forward began ("forward fc2") and its backward ended
+(the gradient of its input: "backward fc2", none for the first unit, whose input needs none),
+one a line: Note [Prefetch] in 07_fsdp/fsdp.cpp says what it is. --forward-prefetch asks each
+unit to prefetch the next in forward (FSDPModule.set_modules_to_forward_prefetch).
 """
 import argparse
 import faulthandler
@@ -26,12 +32,42 @@ from reference_util import compare, leave, load_list, run_ranks
 UNITS = {"mlp": ["fc1", "fc2", "fc3"], "cnn": ["conv1", "conv2", "fc1", "fc2"]}  # as 07_fsdp/units.h
 
 
+def record_order(model, units, world):
+    """The events of --record-order, as they happen on this rank, in a list."""
+    import torch.distributed as dist
+    events, by_size = [], {}
+    for name in units:  # an all-gather's output: every rank's shard of the unit, each padded (Shard(0))
+        size = sum(-(-p.shape[0] // world) * world * (p.numel() // p.shape[0]) for p in getattr(model, name).parameters())
+        by_size[size] = name
+    all_gather = dist.all_gather_into_tensor  # what FSDP2's DefaultAllGather calls (_fsdp_collectives.py)
+
+    def gather(output, *args, **kwargs):
+        events.append("gather " + by_size.get(output.numel(), str(output.numel())))
+        return all_gather(output, *args, **kwargs)
+    dist.all_gather_into_tensor = gather
+
+    def before(name):
+        def hook(module, args):
+            events.append("forward " + name)
+            if torch.is_grad_enabled() and args[0].requires_grad:
+                args[0].register_hook(lambda g: events.append("backward " + name))
+        return hook
+    for name in units:  # registered after fully_shard's own: they run after its unshard
+        getattr(model, name).register_forward_pre_hook(before(name))
+    return events
+
+
 def worker(rank, a, store_file, out_file):
     from torch.distributed.fsdp import fully_shard
     images, labels, model = tr.start_rank(rank, a, store_file)
     for name in UNITS[a.model]:
         fully_shard(getattr(model, name))
     fully_shard(model)
+    units = [getattr(model, name) for name in UNITS[a.model]]
+    if a.forward_prefetch:
+        for unit, following in zip(units, units[1:]):
+            unit.set_modules_to_forward_prefetch([following])
+    events = record_order(model, UNITS[a.model], a.world_size) if a.record_order else None
     # foreach=False: the per-parameter loop, which PyTorch picks for CPU tensors anyway.
     opt_class, kwargs = tr.optimizer_of(a)
     opt = opt_class(model.parameters(), foreach=False, **kwargs)
@@ -43,6 +79,10 @@ def worker(rank, a, store_file, out_file):
             model.set_requires_gradient_sync(k + 1 == len(micro))
             (nn.functional.cross_entropy(model(x), y) / float(len(micro))).backward()
         opt.step()
+        if events is not None and rank == 0 and "step" not in events:
+            events.append("step")
+            with open(a.record_order, "w") as f:
+                f.write("\n".join(events[:-1]) + "\n")
     whole = [p.full_tensor().detach().clone() for p in model.parameters()]  # every rank takes part
     if rank == 0:
         torch.save(whole, out_file)
@@ -53,6 +93,8 @@ def main():
     faulthandler.dump_traceback_later(40, exit=True)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     tr.add_training_arguments(ap, list(UNITS))
+    ap.add_argument("--record-order", metavar="FILE", help="rank 0's first step's all-gathers, forwards and backwards, in order")
+    ap.add_argument("--forward-prefetch", action="store_true", help="each unit prefetches the next in forward")
     a = ap.parse_args()
     if not a.init or not a.compare:
         print("--init and --compare are required", file=sys.stderr)

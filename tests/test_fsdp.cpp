@@ -19,6 +19,14 @@ void expect_ok(const ProcResult& r) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
+// Every rank's "peak of the tensors ... allocated N MiB", in MiB.
+std::vector<double> peaks(const ProcResult& r) {
+  std::vector<double> all;
+  const std::regex peak("peak of the tensors training allocated ([0-9.]+) MiB");
+  for (std::sregex_iterator it(r.output.begin(), r.output.end(), peak), end; it != end; ++it) all.push_back(std::stod((*it)[1]));
+  return all;
+}
+
 std::string fingerprint(const ProcResult& r) {
   const std::set<std::string> prints = fingerprints(r.output);
   EXPECT_EQ(prints.size(), 1u) << r.output;
@@ -45,7 +53,7 @@ class FsdpMatchesPyTorch : public ::testing::TestWithParam<FsdpParity> {};
 // against PyTorch 1.13's DDP on the same data: at 2 ranks each gradient element is a + b either
 // way, halved: bit for bit; at 3 and 4 the reduce-scatter adds in Gloo's order, the all-reduce
 // in its ring's, and divides by n where DDP multiplies by 1/n: the same float32 numbers summed
-// otherwise, measured 7.5e-9 to 1.1e-8 apart after 20 steps, held to 1e-6.
+// otherwise, held to 1e-6. Both sides run 07 with --collectives gloo-order.
 TEST_P(FsdpMatchesPyTorch, FinalParameters) {
 #ifndef DDP_REFERENCE_PYTHON
   GTEST_SKIP() << "no Python with PyTorch configured (DDP_REFERENCE_PYTHON): scripts/build.sh sets it";
@@ -54,7 +62,8 @@ TEST_P(FsdpMatchesPyTorch, FinalParameters) {
   const std::string dir = temp_dir();
   const std::vector<std::string> shared =
       plus({"--model", p.model, "--train-samples", p.train_samples, "--batch-size", "32", "--warmup-steps", "5"}, p.args);
-  auto cpp = fsdp_trainer(p.world, plus(plus(shared, {"--timeout", "20", "--out", dir, "--test-samples", "500"}),
+  // --collectives gloo-order: each sum in the order PyTorch's Gloo adds it (Note [Summing in Gloo's order]).
+  auto cpp = fsdp_trainer(p.world, plus(plus(shared, {"--timeout", "20", "--out", dir, "--test-samples", "500", "--collectives", "gloo-order"}),
                                         {"--save-init", dir + "/init.pt", "--save-params", dir + "/final.pt"}),
                           60, {{"OMP_NUM_THREADS", "1"}});
   expect_ok(cpp);
@@ -110,9 +119,10 @@ std::vector<std::string> short_run(const std::string& out) {
 
 }  // namespace
 
-// Note [Prefetch]: --prefetch changes when an all-gather travels, never what; nor does the
-// choice between the ring's halves and c10d's own collectives (Note [Summing in Gloo's order]),
-// which LibTorch 1.13's Gloo lacks: there the flag is refused, naming why.
+// Note [Prefetch]: --prefetch changes when an all-gather travels, never what. The ring's
+// reduce-scatter in Gloo's order (--collectives gloo-order) sums as c10d's own does (Note
+// [Summing in Gloo's order]), which LibTorch 1.13's Gloo lacks: there the flag is refused,
+// naming why. At 3 ranks chapter 03's order (the default) is another order of the same sums.
 TEST(Fsdp, PrefetchAndTheCollectivesChangeWhenNotWhat) {
   const std::string dir = temp_dir();
   std::set<std::string> prints;
@@ -122,14 +132,60 @@ TEST(Fsdp, PrefetchAndTheCollectivesChangeWhenNotWhat) {
     prints.insert(fingerprint(r));
   }
   EXPECT_EQ(prints.size(), 1u) << "--prefetch changed the numbers";
+  auto gloo_order = fsdp_trainer(3, plus(short_run(dir + "/gloo"), {"--collectives", "gloo-order"}));
+  expect_ok(gloo_order);
+  EXPECT_NE(gloo_order.output.find("re-cut)"), std::string::npos) << gloo_order.output;
   auto c10d = fsdp_trainer(3, plus(short_run(dir + "/c10d"), {"--collectives", "c10d"}));
   if (c10d.exit_code == 2) {
     EXPECT_NE(c10d.output.find("--collectives c10d: LibTorch 1.13"), std::string::npos) << c10d.output;
   } else {
     expect_ok(c10d);
-    EXPECT_EQ(fingerprint(c10d), *prints.begin()) << "the ring and c10d's collectives summed differently";
+    EXPECT_EQ(fingerprint(c10d), fingerprint(gloo_order)) << "the ring in Gloo's order and c10d's collectives summed differently";
   }
   std::system(("rm -rf " + dir).c_str());
+}
+
+// Note [Prefetch]'s claim about PyTorch, held against PyTorch's own fully_shard where the
+// reference has it (2.11): rank 0's first step records when FSDP2 issues each unit's all-gather
+// beside each unit's forward and the end of its backward (tests/fsdp_reference.py
+// --record-order). By default FSDP2 gathers each unit in its own pre-forward and prefetches one
+// unit in backward; asked to prefetch the next unit in forward (set_modules_to_forward_prefetch),
+// it issues what 07's default, --prefetch 1, issues (forward and pre_backward in fsdp.cpp: unit
+// u's all-gather and u+1's before u computes; in backward u-1's once u's backward begins).
+TEST(Fsdp, PyTorchsPrefetchOrderIsWhatNotePrefetchSays) {
+#ifndef DDP_REFERENCE_PYTHON
+  GTEST_SKIP() << "no Python with PyTorch configured (DDP_REFERENCE_PYTHON): scripts/build.sh sets it";
+#else
+  const std::string dir = temp_dir();
+  const std::vector<std::string> shared = {"--model", "mlp", "--train-samples", "2048", "--batch-size", "32", "--warmup-steps", "5",
+                                           "--max-steps", "2"};
+  auto cpp = fsdp_trainer(2, plus(shared, {"--timeout", "20", "--out", dir, "--test-samples", "300", "--expect-accuracy", "0",
+                                           "--collectives", "gloo-order", "--save-init", dir + "/init.pt", "--save-params", dir + "/final.pt"}),
+                          60, {{"OMP_NUM_THREADS", "1"}});
+  expect_ok(cpp);
+  auto order = [&](const std::string& file, bool forward_prefetch) {
+    ProcSpec py{{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/fsdp_reference.py", "--init", dir + "/init.pt", "--compare",
+                 dir + "/final.pt", "--world-size", "2", "--tolerance", "0", "--record-order", dir + "/" + file}};
+    py.argv.insert(py.argv.end(), shared.begin(), shared.end());
+    if (forward_prefetch) py.argv.push_back("--forward-prefetch");
+    ProcResult r = run_one(py, 120);
+    return std::make_pair(r, read_text(dir + "/" + file));
+  };
+  auto [plain, fsdp2] = order("default.txt", false);
+  if (plain.exit_code == 2 && plain.output.find("has no torch.distributed.fsdp.fully_shard") != std::string::npos) {
+    std::system(("rm -rf " + dir).c_str());
+    GTEST_SKIP() << "the reference's PyTorch has no fully_shard: " << plain.output;
+  }
+  EXPECT_EQ(plain.exit_code, 0) << plain.output;
+  const std::string backward = "gather fc3\ngather fc2\nbackward fc3\ngather fc1\nbackward fc2\n";  // one unit ahead
+  EXPECT_EQ(fsdp2, "gather fc1\nforward fc1\ngather fc2\nforward fc2\ngather fc3\nforward fc3\n" + backward)
+      << "PyTorch's FSDP2 by default, unlike Note [Prefetch]";
+  auto [asked, prefetching] = order("forward_prefetch.txt", true);
+  EXPECT_EQ(asked.exit_code, 0) << asked.output;
+  const std::string ours = "gather fc1\ngather fc2\nforward fc1\ngather fc3\nforward fc2\nforward fc3\n" + backward;  // --prefetch 1
+  EXPECT_EQ(prefetching, ours) << "PyTorch's FSDP2 with set_modules_to_forward_prefetch, unlike 07's --prefetch 1";
+  std::system(("rm -rf " + dir).c_str());
+#endif
 }
 
 // Note [Sharded checkpoints]: rank 1 killed after step 6 (checkpoints of steps 4 written by both
@@ -139,7 +195,10 @@ TEST(Fsdp, PrefetchAndTheCollectivesChangeWhenNotWhat) {
 // warm-up makes step 4 the same in a run of 4 steps and of 12); trained on at 4 ranks they end
 // where the uninterrupted run does but for the order of 4 ranks' sums (the optimizer state
 // was cut again too: with it lost, AdamW's first step after the resume moves each weight by
-// about lr, 1e-3).
+// about lr, 1e-3). The load's memory is in the peak each rank reports (Note [Sharded
+// checkpoints]): at 4 ranks no rank holds what the two old files hold together, parameters and
+// AdamW's two moments, 4Ψ(1+2); at 1 rank the rank's own shard is all of it, and one old file
+// (half of it) is beside it while its rows are copied: 1.5 x 4Ψ(1+2).
 TEST(Fsdp, KilledRunsResumeFromTheirShardsAtTheSameWorldOrAnother) {
   const std::string base = temp_dir();
   const std::vector<std::string> run = {"--train-samples", "2048", "--test-samples", "300", "--global-batch", "64", "--warmup-steps", "5",
@@ -168,6 +227,13 @@ TEST(Fsdp, KilledRunsResumeFromTheirShardsAtTheSameWorldOrAnother) {
               std::string::npos)
         << r.output;
     EXPECT_EQ(fingerprint(r), fingerprint(four)) << "at " << world << " ranks";
+    const double psi = 784 * 512 + 512 + 512 * 256 + 256 + 256 * 10 + 10, files = 4 * psi * 3 / 1048576;  // MiB
+    const std::vector<double> p = peaks(r);
+    EXPECT_EQ(p.size(), static_cast<size_t>(world)) << r.output;
+    for (double peak : p) {
+      if (world == 4) EXPECT_LT(peak, files) << "a rank at 4 ranks held the old files' worth: " << r.output;
+      if (world == 1) EXPECT_GE(peak, 1.5 * files - 0.005) << "the load's peak is not in the report: " << r.output;
+    }
   }
 #ifdef DDP_REFERENCE_PYTHON
   auto on = fsdp_trainer(4, plus(run, {"--max-steps", "12", "--out", base + "/at4-on", "--save-params", base + "/at4-on.pt"}));

@@ -15,7 +15,7 @@
 // --log-every 50; trimmed):
 //   [rank 0/2] model mlp: 3 units: fc1 (401920 elements, 200960 a rank), fc2 (131328 elements, 65664 a rank),
 //              fc3 (2570 elements, 1285 a rank); prefetch 1, the ring's two halves
-//   [rank 0/2] epoch 2/2 [##########] step 100/100 loss 0.4819 lr 1.523e-05 3766 samples/s ETA 0:00
+//   [rank 0/2] epoch 2/2 [##########] step 100/100 mean loss 0.4819 lr 1.523e-05 3766 samples/s ETA 0:00
 //   [rank 0/2] validation after step 100: loss 0.5226, accuracy 80.90% (10000 images)
 //   [rank 0/2] checkpoint written: 2 shards, runs/07_fsdp/mlp-sgd-fashion-mnist-6400/checkpoints/rank-<r>/ckpt-000000100.pt
 //   [rank 0/2] memory: this rank's shards: 267909 parameters, 267909 gradients, 267909 optimizer state (k = 1):

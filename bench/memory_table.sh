@@ -56,16 +56,23 @@ scratch=$(mktemp -d "${TMPDIR:-/tmp}/memory_table.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 
 # Three steps: the optimizer's state is created in the first, and from the second on each step
-# reaches the same peak (DDP at 1 rank with AdamW, measured: 12.27 MiB after 1 step, 13.30 MiB
-# after 3 and after 6). One thread per rank, as the other benchmarks here.
+# reaches the same peak (the variants with one step and six, below). One thread per rank, as the
+# other benchmarks here.
 train=(--train-samples 2048 --batch-size 32 --warmup-steps 5 --max-steps 3 --test-samples 200 --expect-accuracy 0 --timeout 30)
 
 # run <name> <program> <flags...>: the run's log is $scratch/<name>.log; a failed run stops the
-# script with its log.
+# script with its log. BATCH and STEPS, when set, replace the table's 32 images and 3 steps.
 run() {
-  local name=$1 program=$2
+  local name=$1 program=$2 args=() i
   shift 2
-  OMP_NUM_THREADS=1 "$bin/$program" "$@" "${train[@]}" --out "$scratch/$name" > "$scratch/$name.log" 2>&1 ||
+  for ((i = 0; i < ${#train[@]}; ++i)); do
+    args+=("${train[$i]}")
+    case ${train[$i]} in
+      --batch-size) i=$((i + 1)); args+=("${BATCH:-${train[$i]}}") ;;
+      --max-steps) i=$((i + 1)); args+=("${STEPS:-${train[$i]}}") ;;
+    esac
+  done
+  OMP_NUM_THREADS=1 "$bin/$program" "$@" "${args[@]}" --out "$scratch/$name" > "$scratch/$name.log" 2>&1 ||
     { echo "memory_table.sh: $program $* failed; its output:" >&2; cat "$scratch/$name.log" >&2; exit 1; }
 }
 # The largest number that a pattern's group captures in a log, from <count> lines (one a rank), or
@@ -162,5 +169,40 @@ awk -v psi="$psi" -v list="${worlds[*]}" 'BEGIN {
   printf "The ZeRO paper%ss own form (Rajbhandari et al., ZeRO, SC 2020, section 5 / Figure 1): mixed precision, 2Ψ + 2Ψ + KΨ bytes with K = 12 (Adam), ", "\047"
   printf "for Ψ = %d, MiB per rank at N = %s: DDP %s; ZeRO-1 (P_os, 2Ψ + 2Ψ + KΨ/N) %s; FSDP (P_os+g+p, (2 + 2 + K)Ψ/N) %s.\n", psi, ns, ddp, os, all
 }'
-write_result memory_table "bench/memory_table.sh${quick:+ --quick}" "\"psi\": $psi, \"rows\": [
-    $json_rows]"
+# Note [The peak's parts, one flag at a time]
+# Beside the table (not with --quick), runs each one flag away from a row, to tell the peak's
+# parts apart (docs/memory.md, "What the table says"): four times the batch (activations and
+# images), FSDP's prefetch depth, 05's --gradient-as-bucket-view (one copy of the gradients
+# less), one step and six (the optimizer's state is created in the first).
+variants=""
+if [ -z "$quick" ]; then
+  variant() {  # variant <name> <ranks> <program> <flags...>: its peak, the largest rank's
+    local name=$1 n=$2
+    shift 2
+    run "variant-$name" "$@" --nproc-per-node "$n"
+    variants+="${variants:+, }\"$name\": $(peak_of "$n" "$scratch/variant-$name.log")"
+  }
+  adamw=(--optimizer adamw --lr 1e-3) sgd=(--optimizer sgd --momentum 0.9) limit=(--memory-limit-mb 100000)
+  BATCH=128 variant ddp_1_adamw_batch_128 1 05_ddp "${adamw[@]}" "${limit[@]}"
+  BATCH=128 variant fsdp_4_adamw_batch_128 4 07_fsdp "${adamw[@]}"
+  variant fsdp_4_adamw_prefetch_0 4 07_fsdp "${adamw[@]}" --prefetch 0
+  variant fsdp_4_adamw_prefetch_3 4 07_fsdp "${adamw[@]}" --prefetch 3
+  for n in 1 2; do
+    variant "ddp_${n}_adamw_bucket_view" "$n" 05_ddp "${adamw[@]}" "${limit[@]}" --gradient-as-bucket-view
+    variant "ddp_${n}_sgd_bucket_view" "$n" 05_ddp "${sgd[@]}" "${limit[@]}" --gradient-as-bucket-view
+  done
+  STEPS=1 variant ddp_1_adamw_steps_1 1 05_ddp "${adamw[@]}" "${limit[@]}"
+  STEPS=6 variant ddp_1_adamw_steps_6 1 05_ddp "${adamw[@]}" "${limit[@]}"
+  echo "One flag away from a row (peaks, MiB, the largest rank): ${variants//\"/}"
+fi
+# The paper's form in the result file too, by world: {"DDP": [...], "ZeRO-1": [...], "FSDP": [...]}.
+paper=$(awk -v psi="$psi" -v list="${worlds[*]}" 'BEGIN {
+  m = 1048576; nw = split(list, w, " ")
+  for (i = 1; i <= nw; ++i) {
+    sep = i > 1 ? ", " : ""; n = w[i]
+    ddp = ddp sep sprintf("%.2f", 16 * psi / m); os = os sep sprintf("%.2f", (4 * psi + 12 * psi / n) / m)
+    all = all sep sprintf("%.2f", 16 * psi / n / m)
+  }
+  printf "{\"DDP\": [%s], \"ZeRO-1\": [%s], \"FSDP\": [%s]}", ddp, os, all }')
+write_result memory_table "bench/memory_table.sh${quick:+ --quick}" "\"psi\": $psi, \"paper_MiB\": $paper, \"rows\": [
+    $json_rows]${variants:+, \"variants\": {$variants\}}"

@@ -777,6 +777,8 @@ TEST(Docs, TheMemoryPageIsWhatItsScriptPrints) {
     return std::vector<double>{p, g, s, p + g + s};
   };
   const auto on_page = memory_tables_in(page);
+  const nlohmann::json memory_result = nlohmann::json::parse(read_source_file("results/memory_table.json"), nullptr, false);
+  ASSERT_TRUE(memory_result.is_object() && memory_result.contains("rows")) << "results/memory_table.json (bench/memory_table.sh writes it)";
   EXPECT_EQ(on_page.size(), optimizers.size()) << "docs/memory.md: one table per optimizer";
   for (const auto& [caption, k] : optimizers) {
     ASSERT_TRUE(on_page.count(caption)) << "docs/memory.md: no table '" << caption << "'";
@@ -800,6 +802,19 @@ TEST(Docs, TheMemoryPageIsWhatItsScriptPrints) {
           EXPECT_GE(memory_table_number(c[6]), memory_table_number(memory_table_mib(f[2]))) << where << ": the fullest rank holds at least 1/N";
         }
         EXPECT_GT(memory_table_number(c[7]), f[3] / 1048576) << where << ": a peak, above the model state";
+        // The table is its result file's run, cell by cell (Note [Every figure has its source]).
+        const std::string optimizer = k == 2 ? "adamw" : "sgd";
+        bool found = false;
+        for (const auto& row : memory_result["rows"]) {
+          if (row["optimizer"] != optimizer || row["strategy"] != strategy || row["N"] != n) continue;
+          found = true;
+          const char* keys[] = {"parameters_MiB", "gradients_MiB", "optimizer_state_MiB", "sum_MiB", "fullest_state_MiB", "peak_MiB"};
+          for (int i = 0; i < 6; ++i) {
+            const std::string cell = row[keys[i]].is_null() ? "—" : memory_table_mib(row[keys[i]].get<double>() * 1048576);
+            EXPECT_EQ(c[2 + i], cell) << where << ": results/memory_table.json's " << keys[i];
+          }
+        }
+        EXPECT_TRUE(found) << where << ": not in results/memory_table.json";
       }
     }
   }

@@ -214,6 +214,6 @@ int64_t ring_allreduce(ddp::Backend& pg, torch::Tensor& t) {
 // 2n MiB: 2n segments of ceil(N/2n) elements, two to a chunk); c10d's sums matched an emulation of that
 // order bit for bit in LibTorch 1.13 and 2.11. So an element's partial sums group differently:
 // measured at 3, 4, 5 and 7 ranks, max |diff| 5.96e-08 to 2.38e-07 and fingerprints other than
-// c10d's. Our ring changed to send to rank-1 and cut where Gloo does gave bit-identical sums
-// and c10d's fingerprints at all of those sizes (2026-11-24, cpu flavour): an order apart.
+// c10d's. A ring that sends to rank-1 and cuts where Gloo does gives bit-identical sums and c10d's
+// fingerprints at all of those sizes (07's --collectives gloo-order is one): an order apart.
 }  // namespace ch03

@@ -53,7 +53,7 @@ std::vector<torch::Tensor> train_single_process(const TrainConfig& cfg, int worl
 // Averaging per-rank mean gradients, (1/R) sum_r (1/B) sum_i g_i, is the mean over all R*B
 // samples, which one process computes as (1/RB) sum_i g_i: the same number in exact arithmetic,
 // but float32 sums in another order round differently. Twenty steps of this model drift by at
-// most 3.3e-7 (measured with SGD, momentum and Adam at 1-4 ranks: see 03's README); a real bug
+// most 3.3e-7 (SGD, momentum and Adam at 1-4 ranks; 04's README shows a run at 3.28e-07); a real bug
 // (a missing division, a stale gradient) is off by far more.
 constexpr double kTolerance = 1e-5;
 

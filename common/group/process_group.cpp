@@ -167,9 +167,8 @@ std::chrono::milliseconds join_time_limit(const RankInfo& info) {
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A rank that writes to a peer whose process has died gets SIGPIPE from the kernel, and its
 // default action ends the process at once: the launcher reports "signal 13 (Broken pipe)" and
-// the survivor never says which rank is gone (caught once in a fresh clone's run of
-// Faults.AKilledRankIsNamedGoneByTheSurvivorAndItsTraceKeepsItsSteps: rank 0 was sending when
-// rank 1 was killed). A Python rank never dies so: Python ignores SIGPIPE from its start, and
+// the survivor never says which rank is gone (seen when rank 0 was sending as rank 1 was
+// killed). A Python rank never dies so: Python ignores SIGPIPE from its start, and
 // every PyTorch script runs with it ignored. So every rank ignores it when it joins: the write
 // fails with EPIPE, Gloo throws, and the flight recorder names the gone rank.
 Group init_process_group(const RankInfo& info) {

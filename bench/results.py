@@ -25,7 +25,10 @@ def result_cpu():
 
 
 def write_result(name, command, figures):
-    folder = os.environ.get("DDP_RESULTS_DIR", os.path.join(ROOT, "results"))
+    # The course's own results/ only when asked (DDP_RECORD_RESULTS=1), as scripts/results.sh.
+    record = os.environ.get("DDP_RECORD_RESULTS") == "1"
+    default = os.path.join(ROOT, "results") if record else os.path.join(os.environ.get("TMPDIR", "/tmp"), "ddp-results")
+    folder = os.environ.get("DDP_RESULTS_DIR") or default
     os.makedirs(folder, exist_ok=True)
     doc = {"command": command, "cpu": result_cpu(), "date": datetime.date.today().isoformat()}
     doc.update(figures)
@@ -34,5 +37,5 @@ def write_result(name, command, figures):
         json.dump(doc, f, indent=1)
         f.write("\n")
     os.replace(path + ".tmp", path)
-    print("wrote", path)
+    print("wrote", path, "" if record else f"(DDP_RECORD_RESULTS=1 writes the course's results/{name}.json)")
     return path

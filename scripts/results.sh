@@ -6,7 +6,9 @@
 #   write_result NAME "COMMAND" 'JSON MEMBERS'
 #     write_result one_vs_two_ranks "bench/one_vs_two_ranks.sh" '"mlp": {"1": 18900, "2": 14500}'
 #
-# The file is replaced atomically (written beside it, then renamed).
+# The file is replaced atomically (written beside it, then renamed). The course's own results/ is
+# rewritten only when asked, DDP_RECORD_RESULTS=1: a learner's run, or a test's, leaves the files
+# the pages cite as they are, and writes to $TMPDIR/ddp-results (or DDP_RESULTS_DIR) instead.
 result_cpu() {
   local name
   name=$(LC_ALL=C lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)
@@ -15,12 +17,16 @@ result_cpu() {
 }
 write_result() {
   local name=$1 command=$2 members=$3
-  local dir=${DDP_RESULTS_DIR:-$root/results}
+  local dir=${DDP_RESULTS_DIR:-}
+  if [ -z "$dir" ]; then
+    dir=${TMPDIR:-/tmp}/ddp-results
+    [ "${DDP_RECORD_RESULTS:-}" != 1 ] || dir=$root/results
+  fi
   mkdir -p "$dir"
   printf '{\n  "command": "%s",\n  "cpu": "%s",\n  "date": "%s",\n  %s\n}\n' \
     "$command" "$(result_cpu)" "$(date -u +%F)" "$members" > "$dir/$name.json.tmp"
   mv "$dir/$name.json.tmp" "$dir/$name.json"
-  echo "wrote $dir/$name.json"
+  echo "wrote $dir/$name.json$([ "$dir" = "$root/results" ] || echo " (DDP_RECORD_RESULTS=1 writes the course's results/$name.json)")"
 }
 
 # One figure of a result file, by its keys (result_value first_run seconds_to_first_output), or

@@ -35,6 +35,10 @@ fi
 
 source "$root/scripts/progress.sh"
 source "$root/scripts/timings.sh"
+# DDP_RECORD_RESULTS=1: this run's phases into results/test_phases.json at the end; not handed to
+# the tests, whose scripts would otherwise rewrite the result files the pages cite.
+record_results=${DDP_RECORD_RESULTS:-}
+unset DDP_RECORD_RESULTS
 # Whatever this script started, stopped when it ends: the wheel's install (if the cpu build
 # failed before it ended) with the pip it runs, and the throw-away Slurm below.
 descendants() { local p; for p in $(pgrep -P "$1"); do echo "$p"; descendants "$p"; done; }
@@ -156,10 +160,10 @@ done
 echo "== logs: ${logs[*]}"
 time_summary
 # The figures the first run's estimates come from (above), kept only when asked and all passed.
-if [ "${DDP_RECORD_RESULTS:-}" = 1 ] && [ $status = 0 ]; then
+if [ "$record_results" = 1 ] && [ $status = 0 ]; then
   members=""
   for k in "${phase_keys[@]}"; do members+="${members:+, }\"$k\": ${phase_secs[$k]}"; done
-  write_result test_phases "scripts/test.sh (DDP_RECORD_RESULTS=1 DDP_FLAVOURS=\"$flavours\")" \
+  DDP_RECORD_RESULTS=1 write_result test_phases "scripts/test.sh (DDP_RECORD_RESULTS=1 DDP_FLAVOURS=\"$flavours\")" \
     "\"seconds\": {$members}, \"total\": $((SECONDS - run_start))"
 fi
 echo "== flavours tested: $flavours: $([ $status = 0 ] && echo "every test passed" || echo "some tests FAILED (above)")"

@@ -141,8 +141,8 @@ int main(int argc, char** argv) {
 
       // 6. Validate at each epoch's end; checkpoint then and every --ckpt-every steps.
       const bool epoch_end = in_epoch == steps_per_epoch - 1 || step + 1 == total_steps;
+      const auto step_end = extras.end_step(step, epoch_end, checkpoints);  // past the lesson: --join; at the `}`: preempted (06), --kill-rank
       if (epoch_end) {
-        extras.before_validation();  // past the lesson: --join, the last rank's model everywhere
         ddp::Progress::Pause paused(progress);  // samples/s counts training only
         out.validation(*(last_eval = ddp::evaluate(model, ddp_model, test, group, o.batch_size, device)), step + 1);
       }
@@ -150,7 +150,6 @@ int main(int argc, char** argv) {
         ddp::Progress::Pause paused(progress);
         checkpoints.save(step + 1);
       }
-      extras.after_step(step, checkpoints);  // past the lesson: preempted (chapter 06), --kill-rank
     }
     progress.summary();
 

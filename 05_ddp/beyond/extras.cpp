@@ -73,7 +73,17 @@ int64_t RunExtras::before_step(int64_t step, int64_t own, int64_t first, int64_t
   return join_->end_of_batches(step, own, first, last);
 }
 
-void RunExtras::before_validation() { join_->sync_final_model(); }
+RunExtras::StepEnd RunExtras::end_step(int64_t step, bool epoch_end, Checkpoints& checkpoints) {
+  if (epoch_end) join_->sync_final_model();
+  return StepEnd(*this, step, checkpoints);
+}
+
+RunExtras::StepEnd::StepEnd(RunExtras& extras, int64_t step, Checkpoints& checkpoints)
+    : extras_(extras), step_(step), checkpoints_(checkpoints), exceptions_(std::uncaught_exceptions()) {}
+
+RunExtras::StepEnd::~StepEnd() noexcept(false) {
+  if (std::uncaught_exceptions() == exceptions_) extras_.after_step(step_, checkpoints_);
+}
 
 void RunExtras::after_step(int64_t step, Checkpoints& checkpoints) {
   // Note [Preemption and requeue] (common/slurm/preemption.cpp), chapter 06's lesson.

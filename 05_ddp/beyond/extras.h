@@ -14,6 +14,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <vector>
 
@@ -61,14 +62,27 @@ class RunExtras {
   // epoch: the flight recorder's step; --straggle-rank, --skip-rank; then Join's end of them
   // (Join::end_of_batches): `last`, or `first` when this rank has run out of data.
   int64_t before_step(int64_t step, int64_t own, int64_t first, int64_t last);
-  // At each epoch's end, before validating: with --join every rank takes the model of the last
-  // rank to run out of data (Join::sync_final_model).
-  void before_validation();
-  // At the end of each step, once its checkpoint (if any) is written. Chapter 06's preemption:
-  // every rank votes (--drill-at-step raises the signal first), and when the vote says stop, the
-  // step's checkpoint is written (unless it was), rank 0 requeues the Slurm job and every rank
-  // exits 75 (throws Exit). Never after the last step. Then --kill-rank; the trace flushed.
-  void after_step(int64_t step, Checkpoints& checkpoints);
+  // Held by main.cpp from the moment a step has trained to the step's end (its `}`), once the
+  // step's validation and checkpoint (if any) are done: its destructor then runs after_step(),
+  // unless an exception is leaving the step (as after_step() was not reached before).
+  class [[nodiscard]] StepEnd {
+   public:
+    ~StepEnd() noexcept(false);  // after_step() may throw Exit (75): the run stops after this step
+    StepEnd(const StepEnd&) = delete;
+    StepEnd& operator=(const StepEnd&) = delete;
+
+   private:
+    friend class RunExtras;
+    StepEnd(RunExtras& extras, int64_t step, Checkpoints& checkpoints);
+    RunExtras& extras_;
+    int64_t step_;
+    Checkpoints& checkpoints_;
+    int exceptions_;  // std::uncaught_exceptions() when made
+  };
+  // Once step `step` has trained, before it validates (at an epoch's end: `epoch_end`): with
+  // --join, at an epoch's end every rank takes the model of the last rank to run out of data
+  // (Join::sync_final_model). Returns the step's StepEnd, whose end runs after_step().
+  StepEnd end_step(int64_t step, bool epoch_end, Checkpoints& checkpoints);
   // After training: the share of all-reduce time hidden behind backward (Note [Overlap share]),
   // or on a GPU with --trace from its kernels (Note [A GPU's timeline]); the bytes the gradients
   // take (Note [Gradients as bucket views]) and the process's peak memory; --trace's files
@@ -76,6 +90,12 @@ class RunExtras {
   void end_training(const DistributedDataParallel& ddp);
 
  private:
+  // At the end of each step, once its checkpoint (if any) is written (StepEnd). Chapter 06's
+  // preemption: every rank votes (--drill-at-step raises the signal first), and when the vote
+  // says stop, the step's checkpoint is written (unless it was), rank 0 requeues the Slurm job
+  // and every rank exits 75 (throws Exit). Never after the last step. Then --kill-rank; the
+  // trace flushed.
+  void after_step(int64_t step, Checkpoints& checkpoints);
   void report(const DistributedDataParallel& ddp);  // end_training()'s log lines
 
   const TrainerOptions& o_;

@@ -58,11 +58,15 @@ def record_order(model, units, world):
 
 
 def worker(rank, a, store_file, out_file):
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     images, labels, model = tr.start_rank(rank, a, store_file)
+    # On the CPU, as 07 on Gloo: without a mesh fully_shard takes the GPU's where there is one
+    # (and moves the model there, away from the data).
+    mesh = init_device_mesh("cpu", (a.world_size,))
     for name in UNITS[a.model]:
-        fully_shard(getattr(model, name))
-    fully_shard(model)
+        fully_shard(getattr(model, name), mesh=mesh)
+    fully_shard(model, mesh=mesh)
     units = [getattr(model, name) for name in UNITS[a.model]]
     if a.forward_prefetch:
         for unit, following in zip(units, units[1:]):

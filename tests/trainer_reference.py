@@ -137,6 +137,14 @@ def serialised_powersgd_hook(state, bucket):
     return fut
 
 
+def cpu_only():
+    """The references run on the CPU, as the C++ side under test (Gloo, DDP_GPU_COUNT=0). On a GPU
+    host PyTorch's powerSGD_hook calls torch.cuda.synchronize(device) whenever CUDA is available,
+    and a CPU tensor's device makes that raise "Expected a cuda device, but got: cpu"
+    (ddp_comm_hooks/powerSGD_hook.py, decompress, PyTorch 2.11): so CUDA is not offered to them."""
+    torch.cuda.is_available = lambda: False
+
+
 def steps(a, images, labels):
     """The steps of 05_ddp's and 07_fsdp's main.cpp: (step, total steps, its micro-batches), each
     epoch DistributedSampler's shuffle of it, --grad-accum batches a step, the last one short."""
@@ -176,6 +184,7 @@ def start_rank(rank, a, store_file):
     # for the parent's watchdog thread, which fork did not copy.
     faulthandler.register(signal.SIGALRM, all_threads=True)
     signal.alarm(38)
+    cpu_only()
     torch.set_num_threads(1)
     # A collective that waits 40 s fails instead of hanging (a run takes seconds).
     dist.init_process_group("gloo", init_method="file://" + store_file, rank=rank, world_size=a.world_size,

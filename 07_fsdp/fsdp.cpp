@@ -12,23 +12,22 @@
 namespace ch07 {
 
 // Note [Sharding a unit]
-// Each parameter is cut by its first dimension (its rows) into world chunks of
-// ceil(rows / world) rows, torch.chunk's cut; rank r owns chunk r. When world does not divide
-// rows, the last chunks are short or empty (fc3's 10 rows at 4 ranks: 3, 3, 3, 1) and each is
-// padded with zero rows to the full chunk, so that every rank's shard of the unit has the same
-// size: the collectives move equal pieces. A rank's shard is its chunk of each parameter of the
-// unit, one after another, padding included; the optimizer sees only the real rows (the
-// padding is never stepped, it stays 0). This is PyTorch's fully_shard (FSDP2): each parameter a
-// DTensor Shard(0) of the same rows, and the same layout for its one all-gather and one
-// reduce-scatter per unit; the same owner for each element is what makes the sums of
-// Note [The ring's two halves] its sums.
+// Each parameter is cut by its first dimension (its rows) into world chunks of ceil(rows /
+// world) rows, torch.chunk's cut; rank r owns chunk r. When world does not divide rows, the last
+// chunks are short or empty (fc3's 10 rows at 4 ranks: 3, 3, 3, 1) and each is padded with zero
+// rows to the full chunk, so that every rank's shard of the unit has the same size: the
+// collectives move equal pieces. A rank's shard is its chunk of each parameter of the unit, one
+// after another, padding included; the optimizer sees only the real rows (the padding is never
+// stepped, it stays 0). This is PyTorch's fully_shard (FSDP2): each parameter a DTensor Shard(0)
+// (a tensor cut by rows over the ranks) of the same rows, the same layout for its all-gather and
+// reduce-scatter per unit, and so the same owner of each element's sum (the ring's two halves).
 
 // Note [A step of FSDP]
 // Forward, unit by unit: all-gather the unit's shards into its whole parameters, compute,
 // free the whole parameters. Backward reaches the units in reverse order; before a unit's
-// backward its parameters are gathered again (forward freed them), after it the unit's whole
-// gradients are averaged and cut in one reduce-scatter, each rank keeping the rows it owns, and
-// the whole gradients and parameters are freed. The optimizer then steps each rank's shards:
+// backward its parameters are gathered again (forward freed them), after it they are freed, and
+// the unit's whole gradients averaged and cut in one reduce-scatter, each rank keeping the rows
+// it owns, then freed too. The optimizer then steps each rank's shards:
 // the same elementwise arithmetic as on whole parameters, on 1/world of them.
 // Where backward passes from unit u to unit u-1 there is a tensor, the output of u-1 and the
 // input of u: a hook on it runs once unit u's backward is done, and before unit u-1's begins

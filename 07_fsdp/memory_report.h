@@ -20,9 +20,11 @@ namespace ch07 {
 // for a while, the unit it is computing, whole: its parameters, and in backward their gradients,
 // before the reduce-scatter cuts them; with --prefetch, the units gathered ahead too. The
 // activations are the same as DDP's: sharding does not touch them.
-// Where the peak is (the line "peak of the tensors ... allocated", counted from the model's
+// Where the MLP's peak is (the line "peak of the tensors ... allocated", counted from the model's
 // construction on, a checkpoint's load included): in the reduce-scatter of the first unit, the
 // last of backward, from the second step on (the optimizer's state exists from the first step).
+// A model whose activations outweigh its first unit peaks earlier, while they are held: the
+// CNN's comes in fc1's backward (exercise 07.1 asks why).
 // Then a rank holds what 1/N divides (its shards: parameters, their gradients, the optimizer
 // state; the reduce-scatter's output and the ring's receive buffer, each a chunk of the unit),
 // and what it does not: the unit's whole gradient and the reduce-scatter's input (each the size

@@ -28,7 +28,7 @@ int64_t ring_all_gather(ddp::Backend& pg, const torch::Tensor& shard, const torc
   auto chunk = [&](int k) { return out.view(-1).narrow(0, ((k % n + n) % n) * size, size); };
   chunk(rank).copy_(shard.view(-1));
   int64_t sent = 0;
-  // 03's all-gather: at step s pass chunk rank-s on to rank+1 (at s = 0 our own), and receive
+  // 03's all-gather, one chunk later: at step s pass chunk rank-s on to rank+1 (at s = 0 our own), receive
   // chunk rank-s-1 from rank-1, in place.
   for (int s = 0; s < n - 1; ++s) sent += exchange(pg, chunk(rank - s), (rank + 1) % n, chunk(rank - s - 1), (rank - 1 + n) % n, tag + s);
   return sent;

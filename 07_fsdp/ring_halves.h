@@ -12,7 +12,7 @@ namespace ch07 {
 // Chapter 03's ring all-reduce is a reduce-scatter (n-1 steps: a partial sum goes round, each
 // rank adding its own) followed by an all-gather (n-1 steps: the finished chunks go round,
 // copied). Here they are 03's, in 03's direction (send to rank+1, receive from rank-1), over
-// equal chunks (Note [Sharding a unit] pads them equal), with one change: the reduce-scatter
+// equal chunks (Note [Sharding a unit] pads them), shifted one chunk in both halves: the reduce-scatter
 // starts one chunk later than 03's, so that rank r ends with chunk r, the rows it owns, where
 // 03's ends with chunk r+1. Chunk r is summed starting at rank r+1, then r+2, ..., and rank r
 // adds its own last; then it is divided by n (ReduceOp.AVG). Each half sends (n-1)/n of the
@@ -20,12 +20,11 @@ namespace ch07 {
 // rank needs every averaged gradient. FSDP needs them at different times: a rank steps only the
 // parameters it owns, so it needs only its own chunk of each averaged gradient (the
 // reduce-scatter, after backward), and every rank needs every parameter only while a unit
-// computes (the all-gather, before its forward and its backward). So per step FSDP sends one
-// all-reduce's worth for the gradients plus one more half for the second all-gather (before
-// backward): 3(n-1)/n of the parameters, 1.5x DDP's traffic, which buys keeping 1/n of
-// everything. At 2 ranks every element is a + b; from 3 on the order of the additions is the
-// ring's, and PyTorch's Gloo adds in another: --collectives gloo-order (Note [Summing in
-// Gloo's order], a second reading) sums as it does.
+// computes (the all-gather, before its forward and its backward). So a step of m micro-batches
+// sends (2m + 1)(n-1)/n of the (padded) parameters: 3(n-1)/n at m = 1, 1.5x DDP's 2(n-1)/n,
+// which buys keeping 1/n of everything. At 2 ranks every element is a + b; from 3 on the order
+// of the additions is the ring's; --collectives gloo-order sums in PyTorch's Gloo's (Note [Summing
+// in Gloo's order], a second reading).
 
 // Every rank's `shard` into `out` (world x shard.numel() elements, rank r's at r x numel):
 // all_gather_into_tensor(out, shard). Returns the bytes this rank sent. `tag` keeps apart

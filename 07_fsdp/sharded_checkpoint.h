@@ -18,7 +18,8 @@ namespace ch07 {
 // that wrote it and the run's identity. A step is resumable only when the file of every rank of
 // that world is intact: one rank killed between its write and the others' leaves a step that is
 // skipped for the one before it. Every rank reads the same files and so picks the same step,
-// which is then checked across the ranks. At the same world each rank reads its own file back:
+// which is then checked across the ranks. Every rank first reads old rank 0's file (the run's
+// identity, its world, the index below); at the same world each then reads its own file back:
 // the same bits. At another world no rank puts a parameter together whole: the new world cuts
 // each parameter as Note [Sharding a unit] does, and rank 0's file holds an index of where every
 // old rank's rows lie (rows.<name>); each new rank opens only the old files that hold rows of

@@ -175,7 +175,8 @@ int count_item(const Item& item, const fs::path& chapter, const fs::path& root, 
         const std::string next = lines[j + 1];
         const size_t text = next.find_first_not_of(' ');
         if (text == std::string::npos || next.compare(text, 2, "//") != 0) break;
-        if (next.find("// Note [", text) == text) break;  // the next Note
+        static const std::regex next_note(R"(^\s*// Note \[[^\]]+\]\s*$)");  // a Note's title line alone
+        if (std::regex_match(next, next_note)) break;  // the next Note (a line that cites one goes on)
         ++j;
       }
       return j - i + 1;

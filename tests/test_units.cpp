@@ -191,6 +191,19 @@ ddp::Group one_rank_group(const std::string& dir) {
   f.backend = "gloo";  // CPU behaviour, also on a GPU host
   return ddp::init_process_group(ddp::resolve_rank_info(f));
 }
+
+// A DDP class's buckets as "sizes in bytes | each bucket's parameter indices" (float32).
+std::string bucket_layout(const ddp::DistributedDataParallel& d, const std::vector<torch::Tensor>& params) {
+  std::string sizes, indices;
+  for (const auto& bucket : d.bucket_assignment()) {
+    int64_t bytes = 0;
+    std::string members;
+    for (size_t i : bucket) bytes += params[i].numel() * 4, members += (members.empty() ? "" : " ") + std::to_string(i);
+    sizes += (sizes.empty() ? "" : ", ") + std::to_string(bytes);
+    indices += (indices.empty() ? "" : ", ") + members;
+  }
+  return sizes + " | " + indices;
+}
 }  // namespace
 
 // Note [A peer gone mid-write]: a rank that joined ignores SIGPIPE, as a Python rank does, so a
@@ -315,15 +328,8 @@ TEST(DdpClass, BucketsMatchPyTorchsAtTheFirstIterationAndAfterTheRebuild) {
     ddp::DistributedDataParallel d(model.module, g, 25 * ddp::kMiB);
     std::vector<torch::Tensor> params = model.module->parameters();
     auto describe = [&](bool with_indices) {
-      std::string sizes, indices;
-      for (const auto& bucket : d.bucket_assignment()) {
-        int64_t bytes = 0;
-        std::string members;
-        for (size_t i : bucket) bytes += params[i].numel() * 4, members += (members.empty() ? "" : " ") + std::to_string(i);
-        sizes += (sizes.empty() ? "" : ", ") + std::to_string(bytes);
-        indices += (indices.empty() ? "" : ", ") + members;
-      }
-      return with_indices ? sizes + " | " + indices : sizes;
+      const std::string layout = bucket_layout(d, params);
+      return with_indices ? layout : layout.substr(0, layout.find(" | "));
     };
     const std::string first = describe(false);
     for (int it = 0; it < 3; ++it) {
@@ -363,16 +369,7 @@ TEST(DdpClass, FirstBucketsAreOneUnlessFindUnusedParametersWithoutStaticGraphAsI
       ddp::AnyModel model = ddp::make_model(name, 0);
       ddp::DistributedDataParallel d(model.module, g, 25 * ddp::kMiB);
       if (find_unused) d.set_reducer_option(std::make_unique<ddp::FindUnusedParameters>(d));
-      std::vector<torch::Tensor> params = model.module->parameters();
-      std::string sizes, indices;
-      for (const auto& bucket : d.bucket_assignment()) {
-        int64_t bytes = 0;
-        std::string members;
-        for (size_t i : bucket) bytes += params[i].numel() * 4, members += (members.empty() ? "" : " ") + std::to_string(i);
-        sizes += (sizes.empty() ? "" : ", ") + std::to_string(bytes);
-        indices += (indices.empty() ? "" : ", ") + members;
-      }
-      return sizes + " | " + indices;
+      return bucket_layout(d, model.module->parameters());
     };
     const std::string one = first_buckets(false), by_size = first_buckets(true);
     ASSERT_NE(one, by_size) << name << ": the two layouts must differ for this test to tell them apart";

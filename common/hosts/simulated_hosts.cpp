@@ -1,3 +1,4 @@
+// provides: SimulatedHosts (simulated_hosts.h): the namespaces, the bridge and the shaped links, made and removed.
 #include "common/hosts/simulated_hosts.h"
 
 #include <fcntl.h>

@@ -12,7 +12,6 @@
 result_cpu() {
   local name
   name=$(LC_ALL=C lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)
-  [ -n "$name" ] || name=$(sed -n 's/^model name\s*: *//p' /proc/cpuinfo | head -n 1)
   echo "${name:-unknown CPU}, $(nproc --all) cores, $(uname -m)"
 }
 write_result() {

@@ -22,8 +22,12 @@ write_result() {
     [ "${DDP_RECORD_RESULTS:-}" != 1 ] || dir=$root/results
   fi
   mkdir -p "$dir"
+  # JSON strings: a command may quote its own arguments.
+  local quoted cpu
+  quoted=$(printf '%s' "$command" | sed 's/\\/\\\\/g; s/"/\\"/g')
+  cpu=$(result_cpu | sed 's/\\/\\\\/g; s/"/\\"/g')
   printf '{\n  "command": "%s",\n  "cpu": "%s",\n  "date": "%s",\n  %s\n}\n' \
-    "$command" "$(result_cpu)" "$(date -u +%F)" "$members" > "$dir/$name.json.tmp"
+    "$quoted" "$cpu" "$(date -u +%F)" "$members" > "$dir/$name.json.tmp"
   mv "$dir/$name.json.tmp" "$dir/$name.json"
   echo "wrote $dir/$name.json$([ "$dir" = "$root/results" ] || echo " (DDP_RECORD_RESULTS=1 writes the course's results/$name.json)")"
 }

@@ -80,6 +80,10 @@ same "estimate from a result" "$(DDP_RESULTS_DIR=$scratch/results result_estimat
   "about 3 min 53 s on A CPU, 2 cores (results/test_phases.json)"
 same "estimate without the figure" "$(DDP_RESULTS_DIR=$scratch/results result_estimate test_phases "many minutes" seconds test-cpu)" "many minutes"
 same "estimate without the file" "$(DDP_RESULTS_DIR=$scratch/none result_estimate test_phases "many minutes" seconds test-cpu)" "many minutes"
+# A command that quotes its arguments still makes a JSON file (test.sh's own does).
+(root=$scratch DDP_RESULTS_DIR=$scratch/results write_result quoted 'scripts/test.sh (DDP_FLAVOURS="cpu cuda")' '"a": 1' > /dev/null)
+same "a quoted command, as JSON" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["command"])' "$scratch/results/quoted.json" 2>&1)" \
+  'scripts/test.sh (DDP_FLAVOURS="cpu cuda")'
 # No script types a time estimate of its own: each comes from a result file or the last run here.
 typed=$(grep -nE '"[^"$]*[0-9]+(\.[0-9]+)?(-[0-9.]+)? ?(s|min|minutes|seconds)\b[^"]*"' "$root"/scripts/{run,test,setup,build,progress,course}.sh |
         grep -vE '^[^:]+:[0-9]+: *#|sleep|timeout|--preempt|into training' || true)

@@ -149,6 +149,17 @@ std::string result_file_problem(const std::string& path, const std::string& body
 
 }  // namespace
 
+// Runs a page check on every Markdown page of the repository, each problem a failure; returns
+// how many pages it read.
+int check_every_page(const std::function<std::vector<std::string>(const std::string& page, const std::string& text)>& check) {
+  int pages = 0;
+  for (const std::string& page : markdown_files()) {
+    ++pages;
+    for (const std::string& p : check(page, read_source_file(page))) ADD_FAILURE() << p;
+  }
+  return pages;
+}
+
 // The figures of one page without a source; `read` gives a repository file's text ("" when it
 // does not exist), by its path from the repository's root. See Note [Every figure has its source].
 std::vector<std::string> figures_without_source(const std::string& name, const std::string& text,
@@ -226,11 +237,9 @@ std::vector<std::string> figures_without_source(const std::string& name, const s
 }
 
 TEST(Docs, EveryFigureHasItsSource) {
-  int pages = 0;
-  for (const std::string& page : markdown_files()) {
-    ++pages;
-    for (const std::string& p : figures_without_source(page, read_source_file(page), read_source_file)) ADD_FAILURE() << p;
-  }
+  const int pages = check_every_page([](const std::string& page, const std::string& text) {
+    return figures_without_source(page, text, read_source_file);
+  });
   EXPECT_GE(pages, 40);
 }
 
@@ -348,11 +357,7 @@ std::vector<std::string> history_in(const std::string& name, const std::string& 
   return problems;
 }
 
-TEST(Docs, NoPageKeepsHistory) {
-  for (const std::string& page : markdown_files()) {
-    for (const std::string& p : history_in(page, read_source_file(page))) ADD_FAILURE() << p;
-  }
-}
+TEST(Docs, NoPageKeepsHistory) { check_every_page(history_in); }
 
 TEST(Docs, HistoryCheckFindsPlantedDatesCommitsAndIssues) {
   const std::string good =
@@ -504,9 +509,7 @@ TEST(Docs, CountsAreWhatTheyCount) {
   const Course c = the_course();
   ASSERT_GE(c.exercises.size(), 10u);
   ASSERT_GE(c.chapters.size(), 7u);
-  for (const std::string& page : markdown_files()) {
-    for (const std::string& p : counts_wrong(page, read_source_file(page), c)) ADD_FAILURE() << p;
-  }
+  check_every_page([&](const std::string& page, const std::string& text) { return counts_wrong(page, text, c); });
   // What run.sh and course.sh say of themselves, in their comments, is held the same way.
   for (const std::string& script : {"scripts/run.sh", "scripts/course.sh"}) {
     std::string comments;
@@ -590,11 +593,7 @@ std::vector<std::string> uncited_pytorch_claims(const std::string& name, const s
   return problems;
 }
 
-TEST(Docs, ClaimsAboutPyTorchCitePyTorch) {
-  for (const std::string& page : markdown_files()) {
-    for (const std::string& p : uncited_pytorch_claims(page, read_source_file(page))) ADD_FAILURE() << p;
-  }
-}
+TEST(Docs, ClaimsAboutPyTorchCitePyTorch) { check_every_page(uncited_pytorch_claims); }
 
 TEST(Docs, ClaimCheckFindsPlantedUncitedClaims) {
   const std::string good =

@@ -156,19 +156,21 @@ for optimizer in adamw sgd; do
   echo
 done
 
-# The paper's mixed-precision form for the same Ψ (2Ψ + 2Ψ + KΨ, K = 12), divided as above.
-awk -v psi="$psi" -v list="${worlds[*]}" 'BEGIN {
+# The paper's mixed-precision form for the same Ψ (2Ψ + 2Ψ + KΨ, K = 12), divided as above: its
+# line for the page, then the same figures for the result file, {"DDP": [...], "ZeRO-1": [...], "FSDP": [...]}.
+{ read -r paper_line; read -r paper; } < <(awk -v psi="$psi" -v list="${worlds[*]}" 'BEGIN {
   m = 1048576; nw = split(list, w, " ")
   for (i = 1; i <= nw; ++i) {
-    n = w[i]; sep = i > 1 ? " / " : ""
-    ns = ns sep n
-    ddp = ddp sep sprintf("%.2f", 16 * psi / m)
-    os = os sep sprintf("%.2f", (4 * psi + 12 * psi / n) / m)
-    all = all sep sprintf("%.2f", 16 * psi / n / m)
+    n = w[i]; sep = i > 1 ? " / " : ""; jsep = i > 1 ? ", " : ""
+    d = sprintf("%.2f", 16 * psi / m); o = sprintf("%.2f", (4 * psi + 12 * psi / n) / m); f = sprintf("%.2f", 16 * psi / n / m)
+    ns = ns sep n; ddp = ddp sep d; os = os sep o; all = all sep f
+    jddp = jddp jsep d; jos = jos jsep o; jall = jall jsep f
   }
   printf "The ZeRO paper%ss own form (Rajbhandari et al., ZeRO, SC 2020, section 5 / Figure 1): mixed precision, 2Ψ + 2Ψ + KΨ bytes with K = 12 (Adam), ", "\047"
   printf "for Ψ = %d, MiB per rank at N = %s: DDP %s; ZeRO-1 (P_os, 2Ψ + 2Ψ + KΨ/N) %s; FSDP (P_os+g+p, (2 + 2 + K)Ψ/N) %s.\n", psi, ns, ddp, os, all
-}'
+  printf "{\"DDP\": [%s], \"ZeRO-1\": [%s], \"FSDP\": [%s]}\n", jddp, jos, jall
+}')
+echo "$paper_line"
 # Note [The peak's parts, one flag at a time]
 # Beside the table (not with --quick), runs each one flag away from a row, to tell the peak's
 # parts apart (docs/memory.md, "What the table says"): four times the batch (activations and
@@ -195,14 +197,5 @@ if [ -z "$quick" ]; then
   STEPS=6 variant ddp_1_adamw_steps_6 1 05_ddp "${adamw[@]}" "${limit[@]}"
   echo "One flag away from a row (peaks, MiB, the largest rank): ${variants//\"/}"
 fi
-# The paper's form in the result file too, by world: {"DDP": [...], "ZeRO-1": [...], "FSDP": [...]}.
-paper=$(awk -v psi="$psi" -v list="${worlds[*]}" 'BEGIN {
-  m = 1048576; nw = split(list, w, " ")
-  for (i = 1; i <= nw; ++i) {
-    sep = i > 1 ? ", " : ""; n = w[i]
-    ddp = ddp sep sprintf("%.2f", 16 * psi / m); os = os sep sprintf("%.2f", (4 * psi + 12 * psi / n) / m)
-    all = all sep sprintf("%.2f", 16 * psi / n / m)
-  }
-  printf "{\"DDP\": [%s], \"ZeRO-1\": [%s], \"FSDP\": [%s]}", ddp, os, all }')
 write_result memory_table "bench/memory_table.sh${quick:+ --quick}" "\"psi\": $psi, \"paper_MiB\": $paper, \"rows\": [
     $json_rows]${variants:+, \"variants\": {$variants\}}"

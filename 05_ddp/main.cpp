@@ -22,7 +22,6 @@
 //   [rank 0/2] check: test accuracy 85.13% is above 10.00% (chance): OK
 //   [rank 0/2] params fingerprint 145f099619ccad5d (bit-identical runs print the same)
 
-#include "05_ddp/beyond/amp.h"
 #include "05_ddp/trainer/batches.h"
 #include "05_ddp/trainer/launch.h"
 #include "05_ddp/ddp.h"
@@ -82,8 +81,12 @@ int main(int argc, char** argv) {
     model.module->to(device);
     std::vector<torch::Tensor> params = model.module->parameters();
     ddp::DistributedDataParallel ddp_model(model.module, group, o.one_bucket ? ddp::kOneBucket : static_cast<size_t>(o.bucket_cap_mb * ddp::kMiB));
+    // The loss of a batch, as Python's criterion(model(images), labels).
+    ddp::LossFn loss_of = [&model](const torch::Tensor& images, const torch::Tensor& labels) {
+      return torch::nn::functional::cross_entropy(model.forward(images), labels);
+    };
     ddp::OptimizerFactory make_optimizer = ddp::optimizer_factory(o);  // SGD with momentum, or AdamW (--optimizer)
-    ddp::Amp& amp = extras.compose(ddp_model, model, make_optimizer);  // past the lesson: --comm-hook, --zero, --amp, ...
+    extras.compose(ddp_model, model, loss_of, make_optimizer, batches, sampler);  // past the lesson: --comm-hook, --zero, --amp, Join, ...
     std::unique_ptr<torch::optim::Optimizer> optimizer = make_optimizer(params);
     ddp::log0("model " + o.model + ": " + std::to_string(ddp::count_parameters(params)) + " parameters, all-reduced " +
               (o.one_bucket ? "in one bucket once backward has ended (--one-bucket: no overlap)" : "in buckets while backward runs"));
@@ -99,7 +102,6 @@ int main(int argc, char** argv) {
     ddp::Progress progress(out, total_steps, steps_per_epoch, o.epochs, world * o.batch_size * o.grad_accum, o.log_every);
     std::optional<ddp::Evaluation> last_eval;
     std::vector<int64_t> order;  // this epoch's indices for this rank
-    extras.start_training(step, total_steps, ddp_model, batches, sampler);  // past the lesson: observers; `with Join([ddp_model]):`
     for (; step < total_steps; ++step) {
       const int64_t epoch = step / steps_per_epoch, in_epoch = step % steps_per_epoch;
       if (order.empty() || in_epoch == 0) {
@@ -112,7 +114,7 @@ int main(int argc, char** argv) {
       ddp::zero_grad(*optimizer);  // optimizer.zero_grad(), as Python's (trainer.h)
       // This rank's micro-batches of the step (extras.before_step: past the lesson, faults; Join: its shard run out).
       const int64_t first = in_epoch * o.grad_accum,
-                    last = extras.before_step(step, order.size(), first, std::min(n_batches, first + o.grad_accum));
+                    last = extras.before_step(step, total_steps, order.size(), first, std::min(n_batches, first + o.grad_accum));
       // Summed on the model's device: reading it every step would wait for the GPU every step.
       torch::Tensor step_loss = torch::zeros({}, torch::TensorOptions(torch::kFloat64).device(device));
       for (int64_t b = first; b < last; ++b) {
@@ -126,16 +128,15 @@ int main(int argc, char** argv) {
         {
           ddp::Span span("forward");
           ddp_model.sync_buffers();  // as DDP's forward: rank 0's buffers everywhere (Note [Buffers]); mlp, cnn: none
-          auto in_autocast = amp.autocast();  // past the lesson: --amp
-          loss = torch::nn::functional::cross_entropy(model.forward(images), labels) / static_cast<double>(last - first);
+          loss = loss_of(images, labels) / static_cast<double>(last - first);
           step_loss += loss.detach().to(torch::kFloat64);
         }
         ddp::Span span("backward");
-        amp.scale(loss).backward();  // DDP's hooks average the gradients on the way (amp.scale: past the lesson)
+        loss.backward();  // DDP's hooks average the gradients on the way
       }
       {
         ddp::Span span("optimizer");
-        if (first < last) amp.step(*optimizer, params, step);  // optimizer->step() (amp.step: past the lesson, --amp fp16)
+        if (first < last) optimizer->step();  // a rank out of data (Join) skips it
       }
       progress.step_done(step, step_loss, lr);
 

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pages.h"
+#include "proc.h"
 #include "readme_blocks.h"
 
 namespace fs = std::filesystem;
@@ -520,6 +521,23 @@ TEST(Docs, CountsAreWhatTheyCount) {
     comments = "run.sh " + comments;  // every comment there is about what the script runs
     for (const std::string& p : counts_wrong(script, comments, c)) ADD_FAILURE() << p;
   }
+}
+
+// `scripts/exercise.sh list` names every exercise once, in the order the pages' tables give them:
+// by chapter, then by number (05.2 before 05.10).
+TEST(Docs, ExerciseListIsTheCoursesOrder) {
+  const Course c = the_course();
+  const auto r = ddp_test::run_one({{std::string(DDP_SOURCE_DIR) + "/scripts/exercise.sh", "list"}}, 30);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> listed;
+  std::istringstream in(r.output);
+  for (std::string l; std::getline(in, l);) {
+    if (!l.empty()) listed.push_back(l.substr(0, l.find(' ')));
+  }
+  std::vector<std::string> want(c.exercises.begin(), c.exercises.end());
+  auto key = [](const std::string& id) { return std::make_pair(std::stoi(id.substr(0, 2)), std::stoi(id.substr(3))); };
+  std::sort(want.begin(), want.end(), [&](const std::string& a, const std::string& b) { return key(a) < key(b); });
+  EXPECT_EQ(listed, want);
 }
 
 TEST(Docs, CountCheckFindsPlantedWrongCounts) {

@@ -314,3 +314,60 @@ TEST(Docs, ReadingPathCheckFindsPlantedDrift) {
   std::ofstream(chapter / "main.cpp", std::ios::app) << "// a sixth line\n";
   finds(right, 30, "`main.cpp` says 5 lines; it has 6");
 }
+
+// Note [Past the lesson, one line a step]
+// 05's main.cpp is the trainer a learner reads top to bottom, but it also runs what later pages
+// teach (06's preemption, 07's memory count, the going-further flags). Each such line says
+// `past the lesson:` so that a first reading can step over it, and there are few of them: at most
+// one in each of main.cpp's steps ("// 1." to "// 7.", and the lines above step 1), eight in all.
+// A feature composes behind RunExtras (beyond/extras.h) and the wrappers it puts around the DDP
+// class, the loss function and the optimizer, not as a new line in the loop.
+namespace {
+
+std::vector<std::string> past_the_lesson_problems(const std::string& main_cpp, int per_step, int in_all) {
+  std::vector<std::string> problems;
+  std::istringstream in(main_cpp);
+  std::string line, step = "above step 1";
+  bool in_main = false;
+  int total = 0;
+  std::vector<std::pair<std::string, int>> counts;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.rfind("int main(", 0) == 0) in_main = true;
+    if (!in_main) continue;
+    std::smatch m;
+    if (std::regex_search(line, m, std::regex(R"(^\s*// (\d)\. )"))) step = "step " + m[1].str();
+    if (line.find("past the lesson") == std::string::npos) continue;
+    ++total;
+    if (counts.empty() || counts.back().first != step) counts.emplace_back(step, 0);
+    if (++counts.back().second > per_step) {
+      problems.push_back("main.cpp:" + std::to_string(n) + ": a line past the lesson beyond " + std::to_string(per_step) +
+                         " in " + step);
+    }
+  }
+  if (total > in_all) {
+    problems.push_back("main.cpp: " + std::to_string(total) + " lines past the lesson, more than " + std::to_string(in_all));
+  }
+  return problems;
+}
+
+}  // namespace
+
+TEST(Docs, FiveMainCarriesOneLinePastTheLessonAStepAtMost) {
+  std::ifstream in(fs::path(DDP_SOURCE_DIR) / "05_ddp" / "main.cpp");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_NE(text.find("int main("), std::string::npos);
+  EXPECT_NE(text.find("past the lesson"), std::string::npos);  // the marker is there to count
+  for (const std::string& p : past_the_lesson_problems(text, 1, 8)) ADD_FAILURE() << p;
+}
+
+TEST(Docs, PastTheLessonCheckFindsPlantedLines) {
+  const std::string good =
+      "// header: a line past the lesson says so\nint main() {\n  a();  // past the lesson: x\n"
+      "  // 1. Join\n  b();  // past the lesson: y\n  // 2. Data\n  c();\n  d();  // past the lesson: z\n}\n";
+  EXPECT_TRUE(past_the_lesson_problems(good, 1, 8).empty());
+  const std::string two_in_a_step = std::regex_replace(good, std::regex("  c\\(\\);"), "  c();  // past the lesson: w");
+  const auto p = past_the_lesson_problems(two_in_a_step, 1, 8);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].find("step 2"), std::string::npos) << p[0];
+  EXPECT_EQ(past_the_lesson_problems(good, 1, 2).size(), 1u);  // three in all, two allowed
+}

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "05_ddp/ddp.h"
+#include "05_ddp/beyond/amp.h"
 #include "05_ddp/beyond/gpu_timeline.h"
 #include "05_ddp/trainer/metrics.h"
 #include "05_ddp/models.h"
@@ -807,4 +808,37 @@ TEST(Progress, ThroughputCountsTheTimedStepsLessOnlyThePausesAmongThem) {
   EXPECT_LE(std::stod(m[1]), 2000.0) << printed;
   EXPECT_GE(std::stod(m[1]), 1000.0) << printed;
   std::system(("rm -rf " + dir).c_str());
+}
+
+// --amp fp16 scales the loss's gradient by a hook (with_scaled_gradient) where Python writes
+// scaler.scale(loss).backward(): Note [Mixed precision and DDP] says the gradients are the same
+// bits. Checked here in float32 on the CPU (the hook's arithmetic; autocast itself needs a GPU):
+// three micro-batches accumulated, the loss divided by their number as main.cpp divides it.
+TEST(Amp, AGradientScaledByAHookIsTheScaledLossesGradientBitForBit) {
+  for (double s : {65536.0, 16777216.0, 0.5}) {
+    std::vector<std::vector<torch::Tensor>> grads;
+    for (bool hook : {false, true}) {
+      torch::manual_seed(7);
+      ddp::Mlp model;
+      const torch::Tensor scale = torch::full({1}, s);
+      for (int b = 0; b < 3; ++b) {
+        torch::manual_seed(100 + b);
+        const torch::Tensor images = torch::rand({16, 1, 28, 28}), labels = torch::randint(0, 10, {16});
+        torch::Tensor ce = torch::nn::functional::cross_entropy(model->forward(images), labels);
+        if (hook) {
+          (ddp::with_scaled_gradient(ce, scale) / 3.0).backward();
+        } else {
+          ((ce / 3.0) * scale).backward();  // scaler.scale(loss).backward()
+        }
+      }
+      grads.emplace_back();
+      for (const auto& p : model->parameters()) grads.back().push_back(p.grad().clone());
+    }
+    ASSERT_EQ(grads[0].size(), grads[1].size());
+    for (size_t i = 0; i < grads[0].size(); ++i) {
+      EXPECT_TRUE(torch::equal(grads[0][i], grads[1][i])) << "scale " << s << ", parameter " << i << ": max difference "
+                                                         << (grads[0][i] - grads[1][i]).abs().max().item<double>();
+    }
+    EXPECT_GT(grads[1][0].abs().max().item<double>(), 0.0);
+  }
 }

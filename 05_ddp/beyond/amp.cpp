@@ -1,13 +1,18 @@
 // provides: Amp. See Note [Mixed precision and DDP].
 #include "05_ddp/beyond/amp.h"
 
+#include <memory>
+#include <utility>
+
+#include "05_ddp/trainer/sharded_state.h"
 #include "common/group/compat.h"
 #include "common/basics/errors.h"
 #include "common/basics/log.h"
 
 namespace ddp {
 
-Amp::Amp(const std::string& mode, const torch::Device& device) : mode_(mode) {
+Amp::Amp(const std::string& mode, const torch::Device& device)
+    : mode_(mode), dtype_(mode == "fp16" ? at::kHalf : at::kBFloat16) {
   if (mode_ == "off") return;
   if (!device.is_cuda()) {
     throw UsageError("--amp " + mode_ + " needs a CUDA GPU (this rank runs on " + device.str() +
@@ -19,14 +24,80 @@ Amp::Amp(const std::string& mode, const torch::Device& device) : mode_(mode) {
   }
 }
 
-Amp::Scope::Scope(const Amp* a) : amp(a) {
-  if (amp->enabled()) set_cuda_autocast(true, amp->mode_ == "fp16" ? at::kHalf : at::kBFloat16);
-}
-Amp::Scope::~Scope() {
-  if (amp->enabled()) set_cuda_autocast(false, amp->mode_ == "fp16" ? at::kHalf : at::kBFloat16);
+namespace {
+
+struct Autocast {  // `with torch.autocast("cuda", dtype):`
+  explicit Autocast(at::ScalarType dtype) : dtype(dtype) { set_cuda_autocast(true, dtype); }
+  ~Autocast() { set_cuda_autocast(false, dtype); }
+  Autocast(const Autocast&) = delete;
+  Autocast& operator=(const Autocast&) = delete;
+  at::ScalarType dtype;
+};
+
+}  // namespace
+
+void Amp::wrap(LossFn& loss_of) const {
+  if (mode_ == "off") return;
+  loss_of = [inner = std::move(loss_of), dtype = dtype_, scale = mode_ == "fp16" ? scale_ : torch::Tensor()](
+                const torch::Tensor& images, const torch::Tensor& labels) {
+    torch::Tensor loss;
+    {
+      Autocast on(dtype);
+      loss = inner(images, labels);
+    }
+    return scale.defined() ? with_scaled_gradient(loss, scale) : loss;
+  };
 }
 
-torch::Tensor Amp::scale(const torch::Tensor& loss) const { return mode_ == "fp16" ? loss * scale_ : loss; }
+torch::Tensor with_scaled_gradient(const torch::Tensor& loss, const torch::Tensor& scale) {
+  // A view of the scale with the loss's shape (it changes in place at a step, after backward).
+  loss.register_hook([scale = scale.reshape(loss.sizes())](const torch::Tensor& grad) { return grad * scale; });
+  return loss;
+}
+
+namespace {
+
+// scaler.step(optimizer); scaler.update(): an optimizer around the one the flags built, which
+// checkpoints see through (ShardedState: they save and name the inner one).
+class ScaledOptimizer : public torch::optim::Optimizer, public ShardedState {
+ public:
+  ScaledOptimizer(const std::vector<torch::Tensor>& params, std::unique_ptr<torch::optim::Optimizer> inner, Amp& amp)
+      : torch::optim::Optimizer({torch::optim::OptimizerParamGroup(params)}, inner->defaults().clone()),
+        inner_(std::move(inner)),
+        params_(params),
+        amp_(amp) {}
+
+  torch::Tensor step(LossClosure closure = nullptr) override {
+    // main.cpp sets the learning rate on this optimizer's group: the inner one steps with it.
+    inner_->param_groups()[0].set_options(param_groups_[0].options().clone());
+    if (amp_.unscale_and_check(params_)) return inner_->step(closure);
+    log0("fp16: inf/NaN gradients at step " + std::to_string(amp_.step()) + ": step skipped, loss scale halved");
+    return {};
+  }
+  void save(torch::serialize::OutputArchive& archive) const override { inner_->save(archive); }
+  void load(torch::serialize::InputArchive& archive) override { inner_->load(archive); }
+  void consolidate_state_dict(int to) override {
+    if (auto* sharded = dynamic_cast<ShardedState*>(inner_.get())) sharded->consolidate_state_dict(to);
+  }
+  const torch::optim::Optimizer& local() const override {
+    auto* sharded = dynamic_cast<const ShardedState*>(inner_.get());
+    return sharded ? sharded->local() : *inner_;
+  }
+
+ private:
+  std::unique_ptr<torch::optim::Optimizer> inner_;
+  std::vector<torch::Tensor> params_;
+  Amp& amp_;
+};
+
+}  // namespace
+
+void Amp::wrap(OptimizerFactory& make_optimizer) {
+  if (mode_ != "fp16") return;
+  make_optimizer = [make = std::move(make_optimizer), this](const std::vector<torch::Tensor>& params) {
+    return std::unique_ptr<torch::optim::Optimizer>(std::make_unique<ScaledOptimizer>(params, make(params), *this));
+  };
+}
 
 bool Amp::unscale_and_check(const std::vector<torch::Tensor>& params) {
   if (mode_ != "fp16") return true;
@@ -39,14 +110,6 @@ bool Amp::unscale_and_check(const std::vector<torch::Tensor>& params) {
   // Halve at once after an overflow; double after 2000 clean steps (GradScaler's defaults).
   at::_amp_update_scale_(scale_, growth_tracker_, found_inf, 2.0, 0.5, 2000);
   return found_inf.item<float>() == 0;
-}
-
-void Amp::step(torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params, int64_t step) {
-  if (unscale_and_check(params)) {
-    optimizer.step();
-  } else {
-    log0("fp16: inf/NaN gradients at step " + std::to_string(step) + ": step skipped, loss scale halved");
-  }
 }
 
 }  // namespace ddp

@@ -37,7 +37,8 @@ RunExtras::RunExtras(TrainerOptions& o, Group& group, const torch::Device& devic
   open_trace(o.trace, group);
 }
 
-Amp& RunExtras::compose(DistributedDataParallel& ddp, AnyModel& model, OptimizerFactory& make_optimizer) {
+void RunExtras::compose(DistributedDataParallel& ddp, AnyModel& model, LossFn& loss_of, OptimizerFactory& make_optimizer,
+                        DeviceBatches& batches, DistributedSampler& sampler) {
   apply_ddp_flags(ddp, model, group_, o_);
   if (o_.zero) {  // going_further/zero.md: it wraps the optimizer, and touches neither DDP nor the loop
     make_optimizer = [make = make_optimizer, &group = group_](const std::vector<torch::Tensor>& params) {
@@ -45,31 +46,34 @@ Amp& RunExtras::compose(DistributedDataParallel& ddp, AnyModel& model, Optimizer
     };
   }
   amp_ = std::make_unique<Amp>(o_.amp, device_);  // gpu.md
-  return *amp_;
-}
-
-void RunExtras::start_training(int64_t step, int64_t total_steps, DistributedDataParallel& ddp, DeviceBatches& batches,
-                               DistributedSampler& sampler) {
-  overlap_.watch(ddp);  // Note [Overlap share]
-  faults_.attach(ddp, group_);
-  if (!o_.record_samples.empty()) {
+  amp_->wrap(loss_of);
+  amp_->wrap(make_optimizer);
+  join_ = std::make_unique<Join>(o_, ddp, sampler, group_, device_);  // join.md
+  ddp_ = &ddp;
+  if (!o_.record_samples.empty()) {  // before the first set_order(), which keeps the order only for an observer
     batches.observe([this](const std::vector<int64_t>& order, int64_t from, int64_t to) { samples_.record(step_, order, from, to); });
   }
+}
+
+void RunExtras::start(int64_t step, int64_t total_steps) {
+  overlap_.watch(*ddp_);  // Note [Overlap share]
+  faults_.attach(*ddp_, group_);
   gpu_timeline_ = std::make_unique<GpuTimeline>(device_);  // with --trace on a GPU
   fresh_run_ = step == 0;  // the drills rehearse once: not after a resume
   total_steps_ = total_steps;
   if (o_.drill_after && fresh_run_) drill_preemption(signal_, *o_.drill_after);
   if (group_.rank() == 0 && !o_.save_init.empty()) {  // every parameter of the course's models gets a gradient
-    if (fresh_run_) toy::save_params(ddp.parameters(), o_.save_init);
+    if (fresh_run_) toy::save_params(ddp_->parameters(), o_.save_init);
     else log("--save-init: not written, the run resumed at step " + std::to_string(step) + " (--reset starts over)");
   }
-  join_ = std::make_unique<Join>(o_, ddp, sampler, group_, device_);  // join.md
 }
 
-int64_t RunExtras::before_step(int64_t step, int64_t own, int64_t first, int64_t last) {
+int64_t RunExtras::before_step(int64_t step, int64_t total_steps, int64_t own, int64_t first, int64_t last) {
+  if (!started_) start(step, total_steps), started_ = true;
   step_ = step;
   recorder_.set_step(step + 1);  // steps count from 1 in every log line, as the progress lines
   faults_.before_step(step);
+  amp_->at_step(step);
   return join_->end_of_batches(step, own, first, last);
 }
 

@@ -8,7 +8,7 @@
 //   gpu_timeline.h  with --trace on a GPU: the GPU's own kernels, and the overlap they show
 //   ddp_flags.h     --comm-hook, --gradient-as-bucket-view, --find-unused-parameters onto the DDP class
 //   zero.h          --zero: the optimizer's state sharded over the ranks
-//   amp.h           --amp: mixed precision on a GPU
+//   amp.h           --amp: mixed precision on a GPU, around the loss function and the optimizer
 //   join.h          --uneven-shards, --join: PyTorch's Join context for DDP
 #pragma once
 #include <torch/torch.h>
@@ -45,23 +45,19 @@ class RunExtras {
   // Construct it once the group is joined.
   RunExtras(TrainerOptions& o, Group& group, const torch::Device& device);
 
-  // Once the model, the DDP class and the optimizer's factory exist, before the optimizer: the
-  // DDP flags (apply_ddp_flags()), --zero (the factory then builds a ZeroRedundancyOptimizer
-  // around the optimizer it built), --amp (UsageError without a GPU). Returns the Amp, whose
-  // autocast, scale and step the training loop calls (off: they do nothing).
-  Amp& compose(DistributedDataParallel& ddp, AnyModel& model, OptimizerFactory& make_optimizer);
-  // Before the first step of `total_steps`; `step` > 0: a resumed run, which the drills leave
-  // alone (they rehearse once, and the run after a drill is the same command again) and for which
-  // --save-init writes nothing. Attaches the observers: the overlap share and --skip-rank's comm
-  // hook to the DDP class, --record-samples to the batches. Starts the GPU timeline. Then Join
-  // (`with Join([ddp_model]):` around the loop; UsageError for flags it cannot apply), which turns
-  // the sampler's padding off with --uneven-shards.
-  void start_training(int64_t step, int64_t total_steps, DistributedDataParallel& ddp, DeviceBatches& batches,
-                      DistributedSampler& sampler);
-  // Before each step's micro-batches [first, last) of this rank, which holds `own` samples this
-  // epoch: the flight recorder's step; --straggle-rank, --skip-rank; then Join's end of them
-  // (Join::end_of_batches): `last`, or `first` when this rank has run out of data.
-  int64_t before_step(int64_t step, int64_t own, int64_t first, int64_t last);
+  // Once the model, the DDP class, the loss function and the optimizer's factory exist, before
+  // the optimizer: the DDP flags (apply_ddp_flags()), --zero (the factory then builds a
+  // ZeroRedundancyOptimizer around the optimizer it built), --amp (around the loss function and
+  // the factory: Note [Mixed precision and DDP]; UsageError without a GPU), and Join (`with
+  // Join([ddp_model]):` around the loop; UsageError for flags it cannot apply), which turns the
+  // sampler's padding off with --uneven-shards; --record-samples onto the batches.
+  void compose(DistributedDataParallel& ddp, AnyModel& model, LossFn& loss_of, OptimizerFactory& make_optimizer,
+               DeviceBatches& batches, DistributedSampler& sampler);
+  // Before each step of `total_steps`, its micro-batches [first, last) on this rank, which holds
+  // `own` samples this epoch. Before the run's first step (start()): the observers. Then the
+  // flight recorder's step; --straggle-rank, --skip-rank; --amp's step; then Join's end of the
+  // micro-batches (Join::end_of_batches): `last`, or `first` when this rank has run out of data.
+  int64_t before_step(int64_t step, int64_t total_steps, int64_t own, int64_t first, int64_t last);
   // Held by main.cpp from the moment a step has trained to the step's end (its `}`), once the
   // step's validation and checkpoint (if any) are done: its destructor then runs after_step(),
   // unless an exception is leaving the step (as after_step() was not reached before).
@@ -96,6 +92,11 @@ class RunExtras {
   // and every rank exits 75 (throws Exit). Never after the last step. Then --kill-rank; the
   // trace flushed.
   void after_step(int64_t step, Checkpoints& checkpoints);
+  // Before the run's first step, `step` (> 0: a resumed run, which the drills leave alone: they
+  // rehearse once, and the run after a drill is the same command again; --save-init writes
+  // nothing then). Attaches the observers: the overlap share and --skip-rank's comm hook to the
+  // DDP class. Starts the GPU timeline.
+  void start(int64_t step, int64_t total_steps);
   void report(const DistributedDataParallel& ddp);  // end_training()'s log lines
 
   const TrainerOptions& o_;
@@ -110,7 +111,8 @@ class RunExtras {
   std::unique_ptr<GpuTimeline> gpu_timeline_;
   std::unique_ptr<Amp> amp_;
   std::unique_ptr<Join> join_;
-  bool fresh_run_ = true;
+  DistributedDataParallel* ddp_ = nullptr;
+  bool started_ = false, fresh_run_ = true;
   int64_t total_steps_ = 0, step_ = 0;
 };
 

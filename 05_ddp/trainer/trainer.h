@@ -24,6 +24,10 @@ std::pair<Dataset, Dataset> load_datasets(const TrainerOptions& o);
 // make the loss jump), then falls along half a cosine to 0 at the last step.
 double learning_rate(const TrainerOptions& o, int64_t step, int64_t total);
 
+// The loss of a batch of images and their labels (main.cpp's: the cross entropy of the model's
+// logits; --amp puts autocast around it).
+using LossFn = std::function<torch::Tensor(const torch::Tensor& images, const torch::Tensor& labels)>;
+
 // SGD with momentum, or AdamW, as --optimizer says, over the parameters it is given (ZeRO,
 // going_further/zero.md, builds one over each rank's share).
 using OptimizerFactory = std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<torch::Tensor>&)>;

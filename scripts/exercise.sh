@@ -13,6 +13,7 @@
 # the build as it is: the tests use it).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/scripts/stop.sh"  # Ctrl-C or SIGTERM: the check and its trainers stop too
 checks=$root/exercises/checks
 usage() {
   sed -n '4,8p' "$0" | sed 's/^# *//' >&2
@@ -28,7 +29,7 @@ exists() {
 [ $# -ge 1 ] || usage
 case $1 in
   list)
-    for f in "$checks"/0*.sh; do
+    for f in $(printf '%s\n' "$checks"/0*.sh | sort -V); do  # 05.2 before 05.10, as the pages list them
       id=$(basename "$f" .sh)
       printf '%-5s %-12s %-7s %s\n' "$id" "$(field kind "$f")" "$(field time "$f")" "$(field exercise "$f" | sed 's/^[0-9.]* *//')"
     done
@@ -109,11 +110,13 @@ if [ "${DDP_EXERCISE_NO_BUILD:-0}" != 1 ]; then
   fi
   targets=$(field build "$check")
   echo "exercise $id: building $targets in ${DDP_BUILD#$root/} ..."
-  if ! cmake --build "$DDP_BUILD" -j2 --target $targets > "$DDP_BUILD/exercise-build.log" 2>&1; then
+  cmake --build "$DDP_BUILD" -j2 --target $targets > "$DDP_BUILD/exercise-build.log" 2>&1 &
+  if ! wait $!; then  # in the background, so that a stop is not held until the build ends
     grep -E "error|Error" "$DDP_BUILD/exercise-build.log" | head -n 20
     echo "FAIL $id: the build failed (whole log: ${DDP_BUILD#$root/}/exercise-build.log)"
     exit 1
   fi
 fi
 echo "exercise $id: $(field exercise "$check" | sed 's/^[0-9.]* *//')"
-bash "$check"
+bash "$check" &
+wait $!

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Sets up, builds (CPU/Gloo) and runs the course (01-07), each chapter at world size 2, in order:
 # chapter 01 runs as soon as it is built, while the later chapters build in the background, each
-# one run once it is built (the chapters themselves: scripts/course.sh).
+# one run once it is built (the chapters themselves: scripts/course.sh). Ctrl-C or SIGTERM stops
+# it and everything it started (Note [Stop means stop], stop.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/scripts/stop.sh"
 source "$root/scripts/progress.sh"
 source "$root/scripts/course.sh"
 source "$root/scripts/results.sh"
@@ -51,7 +53,8 @@ built() {
 
 for chapter in "${course_chapters[@]}"; do
   [ "$chapter" = 01_join_group ] || built "$chapter"
-  "chapter_$chapter" "$build"
+  "chapter_$chapter" "$build" &  # waited for in the background: a stop is not held until it ends
+  wait $!
 done
 course_done
 wait "$builder"

@@ -4,19 +4,24 @@
 #   cuda = PyPI torch 2.11.0 (CUDA 13, NCCL)    -> build-cuda/  (GPU tests skip without a GPU;
 #          needs the CUDA 13.0 toolkit in $DDP_CUDA_HOME, default /usr/local/cuda)
 # The second flavour builds (nice 19) while the first one's tests run.
-# Usage: scripts/test.sh [--plan]
+# Usage: scripts/test.sh [--plan | -R REGEX]
 #   Without DDP_FLAVOURS: the flavours this machine can build (cpu always, cuda with the toolkit),
 #   saying which one it skipped and why. DDP_FLAVOURS="cpu cuda" (CI), cpu or cuda: exactly those;
 #   one that cannot be built here stops it at once, exit 2. --plan: say what it would set up,
-#   build and test, and exit.
+#   build and test, and exit. -R REGEX: only the tests whose names match (ctest -R).
+# Ctrl-C or SIGTERM stops it and every test it started (Note [Stop means stop], stop.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-plan=no
+plan=no filter=""
 case ${1:-} in
   "") ;;
   --plan) plan=yes ;;
-  *) echo "[test] error: unknown argument '$1' (usage: scripts/test.sh [--plan]; flavours: DDP_FLAVOURS)" >&2; exit 2 ;;
+  -R) [ $# = 2 ] && [ -n "$2" ] && filter=$2 ;;
 esac
+if [ $# -gt 0 ] && [ $plan = no ] && [ -z "$filter" ] || [ $# -gt 2 ] || { [ $plan = yes ] && [ $# != 1 ]; }; then
+  echo "[test] error: unknown arguments '$*' (usage: scripts/test.sh [--plan | -R REGEX]; flavours: DDP_FLAVOURS)" >&2
+  exit 2
+fi
 source "$root/scripts/flavours.sh"
 resolve_flavours "[test]" ${DDP_FLAVOURS:-}
 # Said at the start and again in the summary: "the cuda flavour: no CUDA toolkit in ...".
@@ -33,6 +38,7 @@ if [ $plan = yes ]; then
   exit 0
 fi
 
+source "$root/scripts/stop.sh"
 source "$root/scripts/progress.sh"
 source "$root/scripts/timings.sh"
 # DDP_RECORD_RESULTS=1: this run's phases into results/test_phases.json at the end; not handed to
@@ -69,7 +75,8 @@ fi
 status=0
 # A throw-away Slurm for chapter 06's tests (label slurm), stopped again when this script ends.
 # Without root or namespaces they skip, and say why.
-if [[ " $flavours " == *" cpu "* ]]; then
+# With -R, only when the tests asked for are Slurm's: another run's Slurm is left alone.
+if [[ " $flavours " == *" cpu "* ]] && { [ -z "$filter" ] || [[ ${filter,,} == *slurm* ]]; }; then
   if why=$("$root/scripts/local_slurm.sh" up 2>&1); then
     echo "$why"
     eval "$("$root/scripts/local_slurm.sh" env)"
@@ -138,7 +145,7 @@ for i in "${!fl[@]}"; do
   tlog=$root/build-$f/ctest.log
   start=$SECONDS
   run_step "[test $f]" "running every test: $(phase_estimate "test-$f" "${first_test[$f]}")" "$tlog" p \
-    bash -c "cd '$root/build-$f' && ctest --output-on-failure -j2 --timeout 300" || status=1
+    bash -c 'cd "$1" && shift && ctest --output-on-failure -j2 --timeout 300 "$@"' _ "$root/build-$f" ${filter:+-R "$filter"} || status=1
   phase_done "test-$f" $((SECONDS - start))
   logs+=("$root/build-$f.log" "$tlog")
   if [ -n "$next" ]; then
@@ -160,7 +167,7 @@ done
 echo "== logs: ${logs[*]}"
 time_summary
 # The figures the first run's estimates come from (above), kept only when asked and all passed.
-if [ "$record_results" = 1 ] && [ $status = 0 ]; then
+if [ "$record_results" = 1 ] && [ $status = 0 ] && [ -z "$filter" ]; then
   members=""
   for k in "${phase_keys[@]}"; do members+="${members:+, }\"$k\": ${phase_secs[$k]}"; done
   DDP_RECORD_RESULTS=1 write_result test_phases "scripts/test.sh (DDP_RECORD_RESULTS=1 DDP_FLAVOURS=\"$flavours\")" \

@@ -1,9 +1,11 @@
 """The parity tests' Python references (tests/trainer_reference.py, tests/ddp_reference.py) served
 by one process that imported torch once.
 
-  reference_server.py start SOCKET   imports torch and the references, listens on the UNIX socket
+  reference_server.py start SOCKET [OWNER]
+                                     imports torch and the references, listens on the UNIX socket
                                      SOCKET in the background, and returns once it listens
-                                     (ctest's fixture PythonReference.Start)
+                                     (ctest's fixture PythonReference.Start); it ends when the
+                                     process OWNER (default: the caller) has ended
   reference_server.py stop SOCKET    asks it to end (PythonReference.Stop)
 
 Why: importing torch costs 1-3.3 s of the clock (Debian's 1.13, PyPI's 2.11) and each of the 44
@@ -15,7 +17,9 @@ a fresh `python trainer_reference.py` would be after its imports. A request is o
 child refuses a request whose variables that the libraries read as they load (LOAD_TIME) differ
 from the server's (other kernels would run), else runs the script's main() with the flags, its stdout and
 stderr the connection, and ends with the line "[reference exit N]". The C++ side (run_reference
-in tests/reference.cpp) runs the reference itself when no server answers. The server ends when asked, when its socket file is gone, or after 30 minutes without a request.
+in tests/reference.cpp) runs the reference itself when no server answers. The server ends when asked, when its socket file is gone, when the process that started it
+(OWNER: ctest, named by the fixture) has ended (a run stopped by Ctrl-C leaves no server behind), or after 30 minutes without
+a request.
 """
 import json
 import os
@@ -77,7 +81,17 @@ def read_line(conn, limit=1 << 20):
     return data.decode()
 
 
-def serve(path, ready_fd):
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def serve(path, ready_fd, owner):
     started_with = load_time_env(os.environ)  # before the reference sets its own (OPENBLAS_NUM_THREADS)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import ddp_reference  # noqa: F401 - torch and the references, once
@@ -91,7 +105,7 @@ def serve(path, ready_fd):
     os.write(ready_fd, b"ok")
     os.close(ready_fd)
     last = time.monotonic()
-    while os.path.exists(path) and time.monotonic() - last < IDLE_S:
+    while os.path.exists(path) and time.monotonic() - last < IDLE_S and alive(owner):
         try:
             while os.waitpid(-1, os.WNOHANG)[0] > 0:  # the cases that ended
                 pass
@@ -119,7 +133,7 @@ def serve(path, ready_fd):
         os.unlink(path)
 
 
-def start(path):
+def start(path, owner):
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the server: its own session, its output to SOCKET.log (ctest waits for no pipe of it)
@@ -131,7 +145,7 @@ def start(path):
         os.dup2(log, 1)
         os.dup2(log, 2)
         try:
-            serve(path, w)
+            serve(path, w, owner)
         except BaseException:  # noqa: B036
             traceback.print_exc()
         finally:
@@ -159,7 +173,9 @@ def stop(path):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in ("start", "stop"):
+    if len(sys.argv) not in (3, 4) or sys.argv[1] not in ("start", "stop") or not all(a.isdigit() for a in sys.argv[3:]):
         print(__doc__, file=sys.stderr)
         sys.exit(2)
-    sys.exit(start(sys.argv[2]) if sys.argv[1] == "start" else stop(sys.argv[2]))
+    if sys.argv[1] == "start":
+        sys.exit(start(sys.argv[2], int(sys.argv[3]) if len(sys.argv) == 4 else os.getppid()))
+    sys.exit(stop(sys.argv[2]))

@@ -111,7 +111,10 @@ void reference_server(const char* command) {
 #ifndef DDP_REFERENCE_PYTHON
   GTEST_SKIP() << "no Python with PyTorch configured (DDP_REFERENCE_PYTHON): scripts/build.sh sets it";
 #else
-  auto r = run_one({{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/reference_server.py", command, kReferenceSocket}}, 120);
+  // The server ends with ctest, this test's parent: a run stopped by Ctrl-C leaves none behind.
+  std::vector<std::string> argv{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/reference_server.py", command, kReferenceSocket};
+  if (std::string(command) == "start") argv.push_back(std::to_string(::getppid()));
+  auto r = run_one({argv}, 120);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::cout << r.output;
 #endif

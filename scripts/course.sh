@@ -6,10 +6,12 @@
 # Without --backend every chapter chooses as torchrun users expect (Note [Choosing the backend]):
 # NCCL only when each local rank gets its own GPU, so on a one-GPU host these 2-rank runs use Gloo.
 # Sourced (as scripts/run.sh does), it only defines the chapters: course_chapters, one function
-# chapter_<folder> BIN per chapter, and course_done.
+# chapter_<folder> BIN per chapter, and course_done; and course_tools, the programs besides the
+# chapters that pages ask a learner to run (scripts/run.sh builds them after the chapters).
 set -euo pipefail
 course_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 course_chapters=(01_join_group 02_spawn 03_manual_allreduce 04_grad_hooks 05_ddp 06_slurm 07_fsdp)
+course_tools=(trace_merge ddp_sim allreduce_bench)
 
 chapter_01_join_group() {
   local bin=$1 port rank1

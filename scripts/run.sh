@@ -19,13 +19,14 @@ usual="building chapter 01: $(result_estimate first_run "minutes" chapter01_buil
 [ -f "$build/Makefile" ] && usual="building what changed for chapter 01"
 run_step "[build cpu]" "$usual" "$log" "$BUILD_FILTER" "$root/scripts/build.sh" cpu 01_join_group || failed
 
-# 2. The later chapters, one after the other, at the lowest priority (nice 19), so that they
+# 2. The later chapters, one after the other, then the programs besides them that pages run
+#    (course_tools), at the lowest priority (nice 19), so that they
 #    take only what the running chapter leaves. Their lines go to the log only; each one's
 #    "<chapter> <exit status>" to a status file. In a session of its own, so that it can be
 #    stopped with everything it started when this script ends early.
 status=$build/run-sh-builds.txt
 : > "$status"
-later=("${course_chapters[@]:1}")
+later=("${course_chapters[@]:1}" "${course_tools[@]}")
 echo "[build cpu] ${later[*]}: building in the background meanwhile (nice 19; log: $log)"
 setsid nice -n 19 bash -c 'build=$1 log=$2 status=$3; shift 3
   for t in "$@"; do
@@ -57,5 +58,6 @@ for chapter in "${course_chapters[@]}"; do
   wait $!
 done
 course_done
+for t in "${course_tools[@]}"; do built "$t"; done  # what the pages run besides the chapters
 wait "$builder"
 echo "(the build's full log: $log)"

@@ -6,7 +6,8 @@
 # test.sh alone, as `kill` or a scheduler sends it. Each time: test.sh starts in a session of its
 # own (setsid: its own process group), runs `-R` one long test (a CNN trained by 2 ranks), and
 # once that test's trainer ranks are up, every process under test.sh is listed and the signal
-# sent; after 10 s none of the listed processes may remain, and test.sh must have exited 130 or 143.
+# sent; after 10 s none of the listed processes may remain, nor any process carrying the
+# environment variable this test gave test.sh, and test.sh must have exited 130 or 143.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "$1" && pwd)
@@ -18,7 +19,10 @@ for how in INT TERM; do
   log=$(mktemp)
   # As a terminal starts it: SIGINT not ignored (a background job of this script would have it
   # ignored, and bash cannot trap a signal ignored when it starts).
-  DDP_FLAVOURS=$flavour setsid env --default-signal=INT "$root/scripts/test.sh" -R "$target" > "$log" 2>&1 &
+  # Each process under it carries DDP_STOP_TEST (environments are inherited, the tests' too): one
+  # that left the tree (re-parented to init) is found by it as well.
+  mark="DDP_STOP_TEST=$$.$how"
+  env "$mark" DDP_FLAVOURS=$flavour setsid env --default-signal=INT "$root/scripts/test.sh" -R "$target" > "$log" 2>&1 &
   pid=$!
   up=no
   for _ in $(seq 240); do  # the setup's check and an up-to-date build first: up to 2 minutes
@@ -36,7 +40,8 @@ for how in INT TERM; do
   if [ $how = INT ]; then kill -INT -- -"$pid"; else kill -TERM "$pid"; fi
   sent=$SECONDS
   for _ in $(seq 100); do
-    left=$(for p in $pid $listed; do kill -0 "$p" 2>/dev/null && echo "$p"; done)
+    left=$( (for p in $pid $listed; do kill -0 "$p" 2>/dev/null && echo "$p"; done
+             grep -lsxzF "$mark" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3) | sort -u)
     [ -z "$left" ] && break
     sleep 0.1
   done

@@ -523,6 +523,63 @@ TEST(Docs, CountsAreWhatTheyCount) {
   }
 }
 
+// Note [What a page runs is built]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A learner who ran scripts/run.sh has build-cpu/ with what run.sh built: the chapters
+// (course_chapters) and the programs besides them (course_tools, scripts/course.sh). Every
+// program a runnable block of a page starts from build-cpu/ is one of those, or a command above
+// it on the same page builds it (`scripts/build.sh cpu NAME`). The walk cannot see a missing one:
+// it runs the pages against the tests' build, where everything is built.
+std::vector<std::string> unbuilt_programs(const std::string& page, const std::string& text, std::set<std::string> built) {
+  std::vector<std::string> problems;
+  static const std::regex program(R"(build-cpu/([A-Za-z0-9_]+)(/?))"), builds(R"(scripts/build\.sh\s+cpu((\s+[A-Za-z0-9_]+)*))");
+  for (const rb::Fence& f : rb::fences(text)) {
+    if (f.info != "sh" && f.info != "bash" && f.info != "shell" && f.info != "console") continue;
+    for (const rb::Command& c : rb::commands(f.body, f.line + 1, f.info == "console")) {
+      std::smatch m;
+      if (std::regex_search(c.text, m, builds)) {
+        std::istringstream words(m[1].str());
+        for (std::string w; words >> w;) built.insert(w);
+      }
+      for (auto it = std::sregex_iterator(c.text.begin(), c.text.end(), program); it != std::sregex_iterator(); ++it) {
+        const std::string name = (*it)[1].str();
+        if ((*it)[2].str() == "/" || built.count(name)) continue;  // a folder of the build (tests/), or built
+        problems.push_back(page + ":" + std::to_string(c.line) + ": runs build-cpu/" + name +
+                           ", which scripts/run.sh does not build (course_chapters, course_tools) nor a command above it");
+      }
+    }
+  }
+  return problems;
+}
+
+std::set<std::string> what_run_sh_builds() {
+  std::set<std::string> built;
+  const std::string course = read_source_file("scripts/course.sh");
+  for (const char* array : {"course_chapters", "course_tools"}) {
+    std::smatch m;
+    if (std::regex_search(course, m, std::regex(std::string(array) + R"(=\(([^)]*)\))"))) {
+      std::istringstream words(m[1].str());
+      for (std::string w; words >> w;) built.insert(w);
+    }
+  }
+  return built;
+}
+
+TEST(Docs, EveryProgramAPageRunsIsBuiltByRunSh) {
+  const std::set<std::string> built = what_run_sh_builds();
+  ASSERT_TRUE(built.count("05_ddp") && built.count("ddp_sim")) << ::testing::PrintToString(built);
+  EXPECT_NE(read_source_file("scripts/run.sh").find("course_tools"), std::string::npos) << "run.sh builds course_tools";
+  check_every_page([&](const std::string& page, const std::string& text) { return unbuilt_programs(page, text, built); });
+}
+
+TEST(Docs, UnbuiltProgramCheckFindsAPlantedOne) {
+  const std::string page = "# P\n\n```sh\n./build-cpu/05_ddp --help\n./build-cpu/allreduce_bench --help\n```\n\n"
+                           "```sh\nscripts/build.sh cpu cost_model\n./build-cpu/cost_model\nbuild-cpu/tests/ddp_tests\n```\n";
+  const auto p = unbuilt_programs("P.md", page, {"05_ddp"});
+  ASSERT_EQ(p.size(), 1u) << ::testing::PrintToString(p);
+  EXPECT_NE(p[0].find("P.md:5: runs build-cpu/allreduce_bench"), std::string::npos) << p[0];
+}
+
 // `scripts/exercise.sh list` names every exercise once, in the order the pages' tables give them:
 // by chapter, then by number (05.2 before 05.10).
 TEST(Docs, ExerciseListIsTheCoursesOrder) {

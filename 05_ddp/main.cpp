@@ -112,9 +112,9 @@ int main(int argc, char** argv) {
       const double lr = ddp::learning_rate(o, step, total_steps);  // warm-up, then cosine (trainer.h)
       for (auto& g : optimizer->param_groups()) g.options().set_lr(lr);
       ddp::zero_grad(*optimizer);  // optimizer.zero_grad(), as Python's (trainer.h)
-      // This rank's micro-batches of the step (extras.before_step: past the lesson, faults; Join: its shard run out).
-      const int64_t first = in_epoch * o.grad_accum,
-                    last = extras.before_step(step, total_steps, order.size(), first, std::min(n_batches, first + o.grad_accum));
+      // This rank's micro-batches of the step: [first, last), fewer when its shard has run out (Join).
+      const int64_t first = in_epoch * o.grad_accum, all = std::min(n_batches, first + o.grad_accum);
+      const int64_t last = extras.before_step(step, total_steps, order.size(), first, all);  // past the lesson: faults, Join
       // Summed on the model's device: reading it every step would wait for the GPU every step.
       torch::Tensor step_loss = torch::zeros({}, torch::TensorOptions(torch::kFloat64).device(device));
       for (int64_t b = first; b < last; ++b) {
@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
         ddp::Progress::Pause paused(progress);
         checkpoints.save(step + 1);
       }
-    }
+    }  // step_end's end: 06's stop vote after the step (RunExtras::after_step, extras.h)
     progress.summary();
 
     // 7. Check the result: the ranks agree bit for bit, and the model learned something.

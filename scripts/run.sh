@@ -9,7 +9,8 @@ source "$root/scripts/stop.sh"
 source "$root/scripts/progress.sh"
 source "$root/scripts/course.sh"
 source "$root/scripts/results.sh"
-"$root/scripts/setup.sh" cpu
+"$root/scripts/setup.sh" cpu &  # in the background, as every long step: a stop is not held until it ends
+wait $!
 build=$root/build-cpu
 log=$root/build-cpu.log
 failed() { tail -n 60 "$log"; echo "build FAILED (full log: $log)" >&2; exit 1; }

@@ -41,7 +41,8 @@ class Amp {
   void wrap(LossFn& loss_of) const;
   // fp16: the factory's optimizer inside a gradient scaler's step; otherwise unchanged.
   void wrap(OptimizerFactory& make_optimizer);
-  // The step the next optimizer step belongs to, for the line saying it was skipped.
+  // The step the next optimizer step belongs to (counted from 1, as the progress lines), for
+  // the line saying it was skipped.
   void at_step(int64_t step) { step_ = step; }
 
   // After backward: unscales the gradients (fp16); false if they hold inf/NaN and the step

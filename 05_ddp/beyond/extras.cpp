@@ -31,7 +31,8 @@ RunExtras::RunExtras(TrainerOptions& o, Group& group, const torch::Device& devic
       faults_(o, group.rank(), group.size()),
       recorder_(group),
       samples_(o.record_samples, group.rank()),
-      stop_vote_(group) {
+      stop_vote_(group),
+      amp_(std::make_unique<Amp>(o.amp, device)) {  // --amp without a GPU: refused here, before the data loads
   // Every collective is recorded, so that a failed one says which rank is to blame (Note
   // [Flight recorder]); with --trace each rank also draws its timeline (Note [Trace files]).
   open_trace(o.trace, group);
@@ -45,8 +46,7 @@ void RunExtras::compose(DistributedDataParallel& ddp, AnyModel& model, LossFn& l
       return std::unique_ptr<torch::optim::Optimizer>(std::make_unique<ZeroRedundancyOptimizer>(params, make, group));
     };
   }
-  amp_ = std::make_unique<Amp>(o_.amp, device_);  // gpu.md
-  amp_->wrap(loss_of);
+  amp_->wrap(loss_of);  // gpu.md
   amp_->wrap(make_optimizer);
   join_ = std::make_unique<Join>(o_, ddp, sampler, group_, device_);  // join.md
   ddp_ = &ddp;
@@ -73,7 +73,7 @@ int64_t RunExtras::before_step(int64_t step, int64_t total_steps, int64_t own, i
   step_ = step;
   recorder_.set_step(step + 1);  // steps count from 1 in every log line, as the progress lines
   faults_.before_step(step);
-  amp_->at_step(step);
+  amp_->at_step(step + 1);  // counted from 1, as here
   return join_->end_of_batches(step, own, first, last);
 }
 

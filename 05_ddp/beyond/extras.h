@@ -41,7 +41,7 @@ namespace ddp {
 class RunExtras {
  public:
   // Sets the per-rank batch from --global-batch (split_global_batch(), elastic.h), checks the
-  // fault flags (UsageError), starts the flight recorder and --trace, opens the sample log.
+  // fault flags and --amp (UsageError), starts the flight recorder and --trace, opens the sample log.
   // Construct it once the group is joined.
   RunExtras(TrainerOptions& o, Group& group, const torch::Device& device);
 

@@ -104,13 +104,14 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
   app.add_option("--trace", o.trace,
                  "Write a Chrome/Perfetto timeline: each rank <stem>.rank<r>.json, merged by rank 0 into this file at the end");
   app.add_option("--requeue-signal", o.requeue_signal,
-                 "The scheduler's warning signal: on it, checkpoint after the current step, requeue the Slurm job, "
-                 "exit 75 (USR2 as in sbatch --signal=USR2@90)");
+                 "The scheduler's warning signal: on it, every rank stops after the next step (a signal seen in step N: "
+                 "after step N+1; in the last two steps the run ends as usual), checkpoints, requeues the Slurm job and "
+                 "exits 75 (USR2 as in sbatch --signal=USR2@90)");
   app.add_option("--drill-after", o.drill_after,
                  "Rehearse a preemption: each rank sends itself --requeue-signal this many seconds into training (not in a resumed run)")
       ->check(finite_number())->check(CLI::PositiveNumber);
   app.add_option("--drill-at-step", o.drill_at_step,
-                 "The same drill after step N (counted from 1, as the progress lines): the run stops at the same step every time (not in a resumed run)")
+                 "The same drill after step N (counted from 1, as the progress lines): the run stops after step N+1, the same step every time (not in a resumed run)")
       ->check(CLI::NonNegativeNumber);
 }
 

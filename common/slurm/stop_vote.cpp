@@ -29,7 +29,8 @@ namespace ddp {
 // earlier, which has finished by then (on a GPU its result is copied to pinned host memory
 // behind it, and only that copy is waited for, not the step in flight). Every rank reads the
 // same vote at the same step: all stop together, one step later than a blocking vote would,
-// well inside the scheduler's warning time (90-120 s).
+// well inside the scheduler's warning time (90 s with --signal=USR2@90; Slurm may send it up to
+// 60 s earlier than asked).
 struct StopVote::State {
   Group& group;
   torch::Device device;

@@ -40,15 +40,15 @@ read_answer() {
 }
 
 # check_two_parts <form> <first part> <its truth> <second part> <its truth> [hint]: an answer of
-# numbers, its last against the second part and those before it against the first; a FAIL says
-# which part is wrong (and the hint), or, when the answer is not numbers, how to write it (<form>).
+# numbers, its last against the second part and those before it against the first. A FAIL never
+# says which part is wrong (an answer found half by half is guessed, not worked out): it names
+# both parts (and the hint), or, when the answer is not numbers, how to write it (<form>).
 check_two_parts() {
   local form=$1 name1=$2 truth1=$3 name2=$4 truth2=$5 hint=${6:+: $6} answer
   answer=$(echo $ANSWER)
   [[ $answer =~ ^[0-9]+( [0-9]+)+$ ]] || fail "you wrote '$ANSWER'; write $form"
-  [ "${answer% *}" = "$truth1" ] || [ "${answer##* }" = "$truth2" ] || fail "wrong: $name1, and $name2$hint"
-  [ "${answer% *}" = "$truth1" ] || fail "wrong: $name1 (right: $name2)$hint"
-  [ "${answer##* }" = "$truth2" ] || fail "wrong: $name2 (right: $name1)$hint"
+  [ "${answer% *}" = "$truth1" ] && [ "${answer##* }" = "$truth2" ] ||
+    fail "'$answer' is not right: $name1, then $name2, both from what the chapter teaches$hint"
 }
 
 # fingerprint <log> <rank>/<world>: the parameters' fingerprint that rank printed (empty if none).

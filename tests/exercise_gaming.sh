@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The ways a student passed checks without the work, each tried, each failing (Note [Solutions
+# kept true] in exercise_verify.sh proves each check both ways; this proves what lies between).
+#   tests/exercise_gaming.sh <build folder>
+# 1. Two-part answers found half by half: one half right, the other wrong, both ways round, must
+#    FAIL with the same words (but the answer quoted): a FAIL that says which half is right gives
+#    the answer away (01.1, 02.1, 03.1, 05.6 through check_two_parts; 06.3 its own).
+# 2. 05.10 without measuring: figures that ddp_sim turns into the ratio written (so the ratio's
+#    own check passes) but a one-rank step twice this machine's must FAIL, naming t1 and no
+#    figure the check measured.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "$1" && pwd)
+export DDP_EXERCISE_NO_BUILD=1
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/exercise-gaming.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+bad=0
+check() {  # <id> <answer>: the check's last line
+  echo "$1: $2" > "$scratch/answers.txt"
+  DDP_BUILD=$build DDP_ANSWERS=$scratch/answers.txt "$root/scripts/exercise.sh" "$1" 2>&1 | tail -n 1
+}
+truth() { sed -n "s/^$1: *//p" "$root/exercises/solutions/answers.txt"; }
+halves() {  # <id> <right first part> <wrong first part> <right second part> <wrong second part>
+  local id=$1 a b
+  a=$(check "$id" "$2 $5") b=$(check "$id" "$3 $4")
+  [[ $a == "FAIL $id: '"*"' is not right"* && $b == "FAIL $id: '"*"' is not right"* ]] ||
+    { echo "GAMED $id: a half-wrong answer did not FAIL as wrong: '$a' / '$b'"; bad=1; return; }
+  [ "${a//"'$2 $5'"/ANSWER}" = "${b//"'$3 $4'"/ANSWER}" ] ||
+    { echo "GAMED $id: the FAIL differs with the half that is right:"; echo "  $a"; echo "  $b"; bad=1; return; }
+  echo "ok $id: both half-right answers FAIL alike: $a"
+}
+for id in 01.1 03.1; do
+  read -r x y <<< "$(truth "$id")"
+  halves "$id" "$x" "$((x + 1))" "$y" "$((y + 1))"
+done
+read -r x y z <<< "$(truth 05.6)"
+halves 05.6 "$x $y" "$x $((y + 1))" "$z" "$((z + 1))"
+read -r state signal <<< "$(truth 06.3)"
+halves 06.3 "$state" COMPLETED "$signal" TERM
+
+# 2. 05.10: this machine's answer, measured by the solution, then t1 doubled and the ratio made
+# ddp_sim's again from the doctored figures.
+read -r t1 s a alpha T ratio verdict <<< "$("$root/exercises/solutions/05.10.sh" "$build")"
+t1x2=$(awk -v t="$t1" 'BEGIN { printf "%.3f", 2 * t }')
+G=$(awk -v T="$T" -v al="$alpha" 'BEGIN { printf "%.6g", 8 * 2143272 / (T - 2 * al) / 1000 }')
+t2=$("$build/ddp_sim" --profiles-dir "$root/bench/profiles" --model mlp --nodes 1 --gpus-per-node 2 --stop-vote --compute-ms "$t1x2" \
+  --interference "$(awk -v s="$s" 'BEGIN { print (s < 0) ? 0 : s }')" --allreduce-slowdown "$a" --intra-latency-us "$alpha" \
+  --intra-gbps "$G" | sed -n 's/^step: \([0-9.]*\) ms$/\1/p')
+r=$(awk -v a="$t1x2" -v b="$t2" 'BEGIN { printf "%.2f", 2 * a / b }')
+out=$(check 05.10 "$t1x2 $s $a $alpha $T $r $(awk -v r="$r" 'BEGIN { print (r > 1) ? "yes" : "no" }')")
+if [[ $out == "FAIL 05.10: your t1 ($t1x2)"* ]]; then
+  echo "ok 05.10: a doubled t1 with its consistent ratio FAILs: $out"
+else
+  echo "GAMED 05.10: t1 doubled ($t1x2 ms for $t1) and its ratio $r: '$out'"; bad=1
+fi
+[ $bad = 0 ] && echo "PASS: every gaming route tried FAILs"
+exit $bad

@@ -5,7 +5,9 @@
 # 1. Two-part answers found half by half: one half right, the other wrong, both ways round, must
 #    FAIL with the same words (but the answer quoted): a FAIL that says which half is right gives
 #    the answer away (01.1, 02.1, 03.1, 05.6 through check_two_parts; 06.3 its own).
-# 2. 05.10 without measuring: figures that ddp_sim turns into the ratio written (so the ratio's
+# 2. An answer read off a test's name: no Slurm test is named for the state or the signal that
+#    06.2 and 06.3 ask for (`ctest -N` lists the names a student can read).
+# 3. 05.10 without measuring: figures that ddp_sim turns into the ratio written (so the ratio's
 #    own check passes) but a one-rank step twice this machine's must FAIL, naming t1 and no
 #    figure the check measured.
 set -uo pipefail
@@ -38,7 +40,16 @@ halves 05.6 "$x $y" "$x $((y + 1))" "$z" "$((z + 1))"
 read -r state signal <<< "$(truth 06.3)"
 halves 06.3 "$state" COMPLETED "$signal" TERM
 
-# 2. 05.10: this machine's answer, measured by the solution, then t1 doubled and the ratio made
+# 2. Answers in test names.
+names=$(cd "$build" && ctest -N | grep -i slurm)
+for id in 06.2 06.3; do
+  for word in $(truth "$id"); do
+    hit=$(grep -i -- "$word" <<< "$names" | head -n 1)
+    if [ -n "$hit" ]; then echo "GAMED $id: '$word' is in a test's name:$hit"; bad=1; else echo "ok $id: '$word' in no Slurm test's name"; fi
+  done
+done
+
+# 3. 05.10: this machine's answer, measured by the solution, then t1 doubled and the ratio made
 # ddp_sim's again from the doctored figures.
 read -r t1 s a alpha T ratio verdict <<< "$("$root/exercises/solutions/05.10.sh" "$build")"
 t1x2=$(awk -v t="$t1" 'BEGIN { printf "%.3f", 2 * t }')

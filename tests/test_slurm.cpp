@@ -175,7 +175,7 @@ TEST(SlurmLocal, ADrilledPreemptionRequeuesAndResumesBitIdentically) {
   std::system(("rm -rf " + out).c_str());
 }
 
-TEST(SlurmLocal, AJobWithoutAWarningSignalEndsInTimeoutAndSaysSo) {
+TEST(SlurmLocal, AJobWithoutAWarningSignalEndsInSlurmsStateForItAndSaysSo) {
   const std::string out = temp_dir();
   auto r = submitter(plus({"--local", "--nodes", "1", "--tasks-per-node", "2", "--time", "0:08", "--signal", "none", "--out-dir",
                            out, "--"},
@@ -315,7 +315,7 @@ TEST(Slurm, ARequeuedJobResumesFromItsCheckpointBitIdentically) {
   std::system(("rm -rf " + out).c_str());
 }
 
-TEST(Slurm, AJobThatHitsItsTimeLimitWithoutTheSignalIsReportedAsTimeout) {
+TEST(Slurm, AJobThatHitsItsTimeLimitWithoutTheSignalIsReportedInSlurmsOwnState) {
   SKIP_WITHOUT_SLURM();
   // Submitted and followed by 06_slurm itself: one minute, no warning signal, endless training.
   // Its one rank sleeps 200 ms before each step: the minute it waits for leaves the cores to the

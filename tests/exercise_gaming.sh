@@ -7,8 +7,10 @@
 #    the answer away (01.1, 02.1, 03.1, 05.6 through check_two_parts; 06.3 its own).
 # 2. An answer read off a test's name: no Slurm test is named for the state or the signal that
 #    06.2 and 06.3 ask for (`ctest -N` lists the names a student can read).
-# 3. 05.10 without measuring: figures that ddp_sim turns into the ratio written (so the ratio's
-#    own check passes) but a one-rank step twice this machine's must FAIL, naming t1 and no
+# 3. 05.9 by trying the seven caps: each cap with a made-up step FAILs, and no FAIL line names
+#    a step time (which would let the caps be compared without ddp_sim).
+# 4. 05.10 without measuring: figures that ddp_sim turns into the ratio written (so the ratio's
+#    own check passes) but a one-rank step four times this machine's must FAIL, naming t1 and no
 #    figure the check measured.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -49,20 +51,29 @@ for id in 06.2 06.3; do
   done
 done
 
-# 3. 05.10: this machine's answer, measured by the solution, then t1 doubled and the ratio made
+# 3. 05.9, every cap tried.
+leaks=0
+for cap in 1 5 10 25 50 100 200; do
+  out=$(check 05.9 "$cap 1.0")
+  [[ $out == "FAIL 05.9:"* ]] || { echo "GAMED 05.9: '$cap 1.0' did not FAIL: $out"; bad=1; }
+  grep -qE '[0-9]+\.[0-9]+ ?ms' <<< "${out//"'$cap 1.0'"/}" && { echo "GAMED 05.9: its FAIL names a step time: $out"; bad=1; leaks=1; }
+done
+[ $leaks = 0 ] && echo "ok 05.9: seven caps with a made-up step FAIL, naming no step time"
+
+# 4. 05.10: this machine's answer, measured by the solution, then t1 four times and the ratio made
 # ddp_sim's again from the doctored figures.
 read -r t1 s a alpha T ratio verdict <<< "$("$root/exercises/solutions/05.10.sh" "$build")"
-t1x2=$(awk -v t="$t1" 'BEGIN { printf "%.3f", 2 * t }')
+t1x4=$(awk -v t="$t1" 'BEGIN { printf "%.3f", 4 * t }')
 G=$(awk -v T="$T" -v al="$alpha" 'BEGIN { printf "%.6g", 8 * 2143272 / (T - 2 * al) / 1000 }')
-t2=$("$build/ddp_sim" --profiles-dir "$root/bench/profiles" --model mlp --nodes 1 --gpus-per-node 2 --stop-vote --compute-ms "$t1x2" \
+t2=$("$build/ddp_sim" --profiles-dir "$root/bench/profiles" --model mlp --nodes 1 --gpus-per-node 2 --stop-vote --compute-ms "$t1x4" \
   --interference "$(awk -v s="$s" 'BEGIN { print (s < 0) ? 0 : s }')" --allreduce-slowdown "$a" --intra-latency-us "$alpha" \
   --intra-gbps "$G" | sed -n 's/^step: \([0-9.]*\) ms$/\1/p')
-r=$(awk -v a="$t1x2" -v b="$t2" 'BEGIN { printf "%.2f", 2 * a / b }')
-out=$(check 05.10 "$t1x2 $s $a $alpha $T $r $(awk -v r="$r" 'BEGIN { print (r > 1) ? "yes" : "no" }')")
-if [[ $out == "FAIL 05.10: your t1 ($t1x2)"* ]]; then
-  echo "ok 05.10: a doubled t1 with its consistent ratio FAILs: $out"
+r=$(awk -v a="$t1x4" -v b="$t2" 'BEGIN { printf "%.2f", 2 * a / b }')
+out=$(check 05.10 "$t1x4 $s $a $alpha $T $r $(awk -v r="$r" 'BEGIN { print (r > 1) ? "yes" : "no" }')")
+if [[ $out == "FAIL 05.10: your t1 ($t1x4)"* ]]; then
+  echo "ok 05.10: t1 four times with its consistent ratio FAILs: $out"
 else
-  echo "GAMED 05.10: t1 doubled ($t1x2 ms for $t1) and its ratio $r: '$out'"; bad=1
+  echo "GAMED 05.10: t1 four times ($t1x4 ms for $t1) and its ratio $r: '$out'"; bad=1
 fi
 [ $bad = 0 ] && echo "PASS: every gaming route tried FAILs"
 exit $bad

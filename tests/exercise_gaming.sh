@@ -9,7 +9,10 @@
 #    06.2 and 06.3 ask for (`ctest -N` lists the names a student can read).
 # 3. 05.9 by trying the seven caps: each cap with a made-up step FAILs, and no FAIL line names
 #    a step time (which would let the caps be compared without ddp_sim).
-# 4. 05.10 without measuring: figures that ddp_sim turns into the ratio written (so the ratio's
+# 4. 03.2 by a fake span: one gradient all-reduce each as before, untraced, and one traced
+#    "all-reduce" of the 644 bytes the check wants (a barrier carries it) must FAIL: the backend
+#    counts what ran (Note [Counted by the backend]).
+# 5. 05.10 without measuring: figures that ddp_sim turns into the ratio written (so the ratio's
 #    own check passes) but a one-rank step four times this machine's must FAIL, naming t1 and no
 #    figure the check measured.
 set -uo pipefail
@@ -60,7 +63,32 @@ for cap in 1 5 10 25 50 100 200; do
 done
 [ $leaks = 0 ] && echo "ok 05.9: seven caps with a made-up step FAIL, naming no step time"
 
-# 4. 05.10: this machine's answer, measured by the solution, then t1 four times and the ratio made
+# 4. 03.2's fake span, built as a solution is (exercise_verify.sh).
+mkdir -p "$scratch/course"
+(cd "$root" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -p -t "$scratch/course")
+main=$scratch/course/03_manual_allreduce/main.cpp
+traced='          ddp::traced(group.pg->allreduce(buffer), "all-reduce", g.numel() * g.element_size())->wait();'
+grep -qF "$traced" "$main" || { echo "GAMING 03.2: the line to fake is gone from 03's main.cpp: update this test"; bad=1; }
+python3 - "$main" "$traced" <<'PY'
+import sys
+path, traced = sys.argv[1], sys.argv[2]
+s = open(path).read()
+s = s.replace(traced, "          group.pg->allreduce(buffer)->wait();  // untraced")
+s = s.replace("      // 5. The update, by hand", '      ddp::traced(group.pg->barrier(), "all-reduce", 644)->wait();  // the fake\n\n      // 5. The update, by hand', 1)
+open(path, "w").write(s)
+PY
+if python3 "$root/tests/overlay_build.py" "$build" "$root" "$scratch/course" "$scratch/bin" 03_manual_allreduce > "$scratch/overlay.log" 2>&1; then
+  out=$(DDP_BUILD=$scratch/bin DDP_ANSWERS=$root/exercises/answers.txt "$root/scripts/exercise.sh" 03.2 2>&1 | tail -n 1)
+  if [[ $out == "FAIL 03.2: rank 0's process group ran "*" all-reduces a step for the gradients, not 1"* ]]; then
+    echo "ok 03.2: a fake traced all-reduce with per-gradient all-reduces FAILs: ${out:0:100}..."
+  else
+    echo "GAMED 03.2: the fake span: '$out'"; bad=1
+  fi
+else
+  echo "GAMING 03.2: the faked course did not build: $(tail -n 5 "$scratch/overlay.log")"; bad=1
+fi
+
+# 5. 05.10: this machine's answer, measured by the solution, then t1 four times and the ratio made
 # ddp_sim's again from the doctored figures.
 read -r t1 s a alpha T ratio verdict <<< "$("$root/exercises/solutions/05.10.sh" "$build")"
 t1x4=$(awk -v t="$t1" 'BEGIN { printf "%.3f", 4 * t }')

@@ -17,6 +17,10 @@ struct Group {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<Backend> pg;
   FlightRecorder* recorder = nullptr;  // set by a FlightRecorder on this group (05, 02's workers)
+  // DDP_COUNT_COLLECTIVES=1: the backend's sequence number when joined, and at destroy() one
+  // line with how many collectives it ran since (what an exercise check counts: Note [Counted
+  // by the backend] in process_group.cpp).
+  std::optional<uint64_t> sequence_at_join;
   int rank() const { return info.rank.value; }
   int size() const { return info.world_size.value; }
 

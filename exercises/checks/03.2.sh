@@ -3,10 +3,13 @@
 # kind: coding
 # time: 25 min
 # build: 03_manual_allreduce
-# proves: at world size 3 each rank runs exactly one all-reduce per step (counted in the trace),
-#         carrying every gradient's bytes (4 bytes x 161 parameters), and the chapter's checks
-#         still pass: the ranks agree and match one process within its tolerance. At world size 2,
-#         where every sum is a + b in any order, the run ends bit-identical to the ring's.
+# proves: at world size 3 each rank's process group runs exactly one all-reduce per step for the
+#         gradients (counted by the backend itself, not by what the program traces: Note [Counted
+#         by the backend] in common/group/process_group.cpp; a step's other collective is the
+#         loss log's), carrying every gradient's bytes (4 bytes x 161 parameters, in the trace),
+#         and the chapter's checks still pass: the ranks agree and match one process within its
+#         tolerance. At world size 2, where every sum is a + b in any order, the run ends
+#         bit-identical to the ring's.
 source "$(dirname "$0")/lib.sh"
 steps=4
 run 120 "$WORK/run.log" 02_spawn --nproc-per-node 3 -- "$B/03_manual_allreduce" --steps $steps --trace "$WORK/t.json" ||
@@ -21,9 +24,19 @@ print(len(ar), sum(e.get("args", {}).get("bytes", 0) for e in ar))
 PY
 )
 params=$(( 8 * 16 + 16 + 16 * 1 + 1 ))  # the toy model (common/data/toy_task.h): Linear(8,16), Linear(16,1)
-per_step=$(( count / steps ))
-[ "$count" = "$steps" ] ||
-  fail "rank 0 ran $per_step all-reduces per step ($count in $steps steps), one per gradient: put all gradients into one flat tensor (torch::cat of each g.reshape(-1)), all-reduce it once, divide, and copy each piece back into its gradient (step 4 of 03_manual_allreduce/main.cpp)"
+# The collectives the backend ran, at 4 and at 8 steps: their difference is 4 steps' worth, with
+# joining and the final checks left out. Per step: the gradients' all-reduces and one more, the
+# loss log's (losses.add: every rank's loss averaged for the progress line).
+for n in 4 8; do
+  DDP_COUNT_COLLECTIVES=1 run 120 "$WORK/count-$n.log" 02_spawn --nproc-per-node 3 -- "$B/03_manual_allreduce" --steps $n ||
+    fail "03_manual_allreduce failed at world size 3: $(grep -E 'WRONG|error|FAIL' "$WORK/count-$n.log" | head -n 3)"
+done
+ran() { sed -n 's/^\[rank 0\/3\] the process group ran \([0-9]*\) collectives.*/\1/p' "$WORK/count-$1.log"; }
+[ -n "$(ran 4)" ] && [ -n "$(ran 8)" ] || fail "the process group did not say how many collectives it ran (DDP_COUNT_COLLECTIVES)"
+per_step=$(( ($(ran 8) - $(ran 4)) / 4 - 1 ))
+[ "$per_step" = 1 ] ||
+  fail "rank 0's process group ran $per_step all-reduces a step for the gradients, not 1: put all gradients into one flat tensor (torch::cat of each g.reshape(-1)), all-reduce it once, divide, and copy each piece back into its gradient (step 4 of 03_manual_allreduce/main.cpp)"
+[ "$count" = "$steps" ] || fail "the trace shows $count all-reduces in $steps steps where the process group ran one a step: trace the one all-reduce, as the chapter traces each"
 [ "$bytes" = $(( steps * params * 4 )) ] ||
   fail "the one all-reduce per step carried $(( bytes / steps )) bytes, not $(( params * 4 )) (4 bytes x $params parameters): every gradient must travel in it"
 # At 2 ranks the flat all-reduce must change no arithmetic: the ring (one tensor at a time, and

@@ -3,8 +3,6 @@
 #include "common/group/process_group.h"
 
 #include <csignal>
-#include <cstdlib>
-#include <string>
 
 #ifdef USE_C10D_NCCL
 #include <c10/cuda/CUDAFunctions.h>
@@ -15,6 +13,7 @@
 #include "common/basics/failure.h"
 #include "common/basics/log.h"
 #include "common/launch/net.h"
+#include "common/group/collective_count.h"
 #include "common/group/watchdog.h"
 
 namespace ddp {
@@ -72,14 +71,7 @@ RankInfo resolve_rank_info(const CommonFlags& flags) { return resolve_rank_info(
 // then the store. Python's examples call it at the end of main; here the Group's destructor
 // does, on every path out, the error paths included.
 void Group::destroy() noexcept {
-  if (pg && sequence_at_join && std::uncaught_exceptions() == 0) {
-    try {
-      log("the process group ran " + std::to_string(pg->getSequenceNumberForGroup() - *sequence_at_join) +
-          " collectives (DDP_COUNT_COLLECTIVES)");
-    } catch (const std::exception& e) {
-      log("DDP_COUNT_COLLECTIVES: " + short_what(e));
-    }
-  }
+  report_collective_count(*this);  // DDP_COUNT_COLLECTIVES=1: Note [Counted by the backend]
   if (pg) {
     try {
       shutdown_backend(*pg, std::uncaught_exceptions() > 0);
@@ -194,17 +186,7 @@ Group init_process_group(const RankInfo& info) {
   roll_call(*g.store, info);
   watchdog.doing("connecting the " + info.backend.value + " backend to every peer");
   g.pg = make_backend(g.store, info);
-  // Note [Counted by the backend]
-  // A check that wants to know how many collectives a program ran cannot count what the program
-  // reports (a trace span is one line of code to fake). The backend numbers its collectives
-  // itself, as torch.distributed's init_process_group starts it doing (c10d's
-  // setSequenceNumberForGroup; Python reads it as _get_sequence_number_for_group): each
-  // collective (all-reduce, broadcast, barrier, ...) adds one. Exercise 03.2's check sets
-  // DDP_COUNT_COLLECTIVES=1 and reads the line destroy() prints.
-  if (const char* count = std::getenv("DDP_COUNT_COLLECTIVES"); count && std::string(count) == "1") {
-    g.pg->setSequenceNumberForGroup();
-    g.sequence_at_join = g.pg->getSequenceNumberForGroup();
-  }
+  count_collectives_if_asked(g);  // DDP_COUNT_COLLECTIVES=1: Note [Counted by the backend]
   return g;
 }
 

@@ -17,9 +17,7 @@ struct Group {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<Backend> pg;
   FlightRecorder* recorder = nullptr;  // set by a FlightRecorder on this group (05, 02's workers)
-  // DDP_COUNT_COLLECTIVES=1: the backend's sequence number when joined, and at destroy() one
-  // line with how many collectives it ran since (what an exercise check counts: Note [Counted
-  // by the backend] in process_group.cpp).
+  // DDP_COUNT_COLLECTIVES=1: the backend's sequence number when joined (collective_count.h).
   std::optional<uint64_t> sequence_at_join;
   int rank() const { return info.rank.value; }
   int size() const { return info.world_size.value; }

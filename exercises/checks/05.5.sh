@@ -14,6 +14,7 @@ run 120 "$WORK/branch.log" 05_ddp --nproc-per-node 2 --model mlp_branch --train-
 line=$(last_match '^\[rank 0/2\] --find-unused-parameters: graph walked' "$WORK/branch.log")
 truth=$(echo "$line" | sed -n 's/.*aux\.weight unused here in \([0-9]*\) step(s), on every rank in \([0-9]*\).*/\1 \2/p' | awk '{ print $1 - $2 }')
 [ -n "$truth" ] || fail "05_ddp printed no line about aux.weight: $(tail -n 3 "$WORK/branch.log")"
+[[ $ANSWER =~ ^[0-9]+$ ]] || fail "you wrote '$ANSWER'; write one number of steps"
 [ "$ANSWER" = "$truth" ] ||
-  fail "you wrote '$ANSWER'; write one number of steps"
+  fail "'$ANSWER' is not right: in how many of the 30 steps did rank 0 skip the head while aux.weight.grad() still got a value? Work it out from the run's last line and Note [Unused parameters]"
 pass "$truth step(s)"

@@ -31,6 +31,7 @@ set -euo pipefail
 # Gloo on the CPU's cores, on a GPU host too: no program here may default to NCCL and a GPU.
 export DDP_GPU_COUNT=0
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/scripts/stop.sh"  # Ctrl-C: this script and every run it started stop (Note [Stop means stop])
 quick=
 if [ "${1:-}" = --quick ]; then quick=1; shift; fi
 out=${1:-runs/one_vs_two}

@@ -9,6 +9,7 @@
 # results/trainer_vs_python_cuda.json (scripts/results.sh), which the pages cite.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/scripts/stop.sh"  # Ctrl-C: this script and every run it started stop (Note [Stop means stop])
 flavour=${1:-cpu}
 steps=${2:-300}
 world=${3:-2}

@@ -13,7 +13,9 @@
 # exits 130 (SIGINT) or 143 (SIGTERM), as a shell reports them. What a test started apart (the
 # reference server, in its own session) ends with ctest by itself (tests/reference_server.py).
 # A trap runs only between commands, so a script sourcing this runs its long steps in the
-# background and waits (run_step, `wait`): a foreground command would delay the stop until it ended.
+# background and waits (run_step, `wait`): test.sh, run.sh and exercise.sh do. The bench scripts
+# run their measurements in the foreground: Ctrl-C reaches the measurement too and the stop is
+# at once, but a SIGTERM sent to the script alone waits for the measurement running to end.
 
 # Every process this script starts carries this run's mark in its environment, also one that
 # left the tree (its parent ended first: ctest, stopped by the same Ctrl-C, leaves the trainers of

@@ -3,7 +3,7 @@
 # LibTorch version, measured in the same run; prints samples/s of each and the ratio.
 # Usage: bench/trainer_vs_python.sh [cpu|cuda] [steps] [world size] [batch per rank] [models]
 #        (default: cpu 300 2 64 "mlp cnn"); REPEATS=N runs of each side, median reported (3)
-#        DDP_BUILD=folder and DDP_PYTHON=python: an existing build and Python (a GPU host that
+#        DDP_BUILD_DIR=folder and DDP_PYTHON=python: an existing build and Python (a GPU host that
 #        cannot run scripts/setup.sh); then nothing is built
 # Writes its figures to results/trainer_vs_python.json (cpu flavour) or
 # results/trainer_vs_python_cuda.json (scripts/results.sh), which the pages cite.
@@ -22,11 +22,11 @@ case $flavour in
   *) echo "unknown flavour '$flavour': use cpu or cuda" >&2; exit 2 ;;
 esac
 python=${DDP_PYTHON:-$python}
-build=${DDP_BUILD:-$root/build-$flavour}
-if [ -z "${DDP_BUILD:-}" ]; then
+build=${DDP_BUILD_DIR:-$root/build-$flavour}  # as the other bench scripts
+if [ -z "${DDP_BUILD_DIR:-}" ]; then
   "$root/scripts/build.sh" "$flavour" 05_ddp 02_spawn > /dev/null
 elif [ ! -x "$build/05_ddp" ]; then
-  echo "DDP_BUILD=$build has no 05_ddp" >&2; exit 2
+  echo "DDP_BUILD_DIR=$build has no 05_ddp" >&2; exit 2
 fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

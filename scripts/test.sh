@@ -13,12 +13,12 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 plan=no filter=""
-case ${1:-} in
-  "") ;;
-  --plan) plan=yes ;;
-  -R) [ $# = 2 ] && [ -n "$2" ] && filter=$2 ;;
+case "$#:${1:-}" in
+  0:) ;;
+  1:--plan) plan=yes ;;
+  2:-R) filter=$2 ;;
 esac
-if [ $# -gt 0 ] && [ $plan = no ] && [ -z "$filter" ] || [ $# -gt 2 ] || { [ $plan = yes ] && [ $# != 1 ]; }; then
+if [ $# -gt 0 ] && [ $plan = no ] && [ -z "$filter" ]; then
   echo "[test] error: unknown arguments '$*' (usage: scripts/test.sh [--plan | -R REGEX]; flavours: DDP_FLAVOURS)" >&2
   exit 2
 fi

@@ -64,13 +64,12 @@ class ScaledOptimizer : public torch::optim::Optimizer, public ShardedState {
   ScaledOptimizer(const std::vector<torch::Tensor>& params, std::unique_ptr<torch::optim::Optimizer> inner, Amp& amp)
       : torch::optim::Optimizer({torch::optim::OptimizerParamGroup(params)}, inner->defaults().clone()),
         inner_(std::move(inner)),
-        params_(params),
         amp_(amp) {}
 
   torch::Tensor step(LossClosure closure = nullptr) override {
     // main.cpp sets the learning rate on this optimizer's group: the inner one steps with it.
     inner_->param_groups()[0].set_options(param_groups_[0].options().clone());
-    if (amp_.unscale_and_check(params_)) return inner_->step(closure);
+    if (amp_.unscale_and_check(param_groups_[0].params())) return inner_->step(closure);
     log0("fp16: inf/NaN gradients at step " + std::to_string(amp_.step()) + ": step skipped, loss scale halved");
     return {};
   }
@@ -86,7 +85,6 @@ class ScaledOptimizer : public torch::optim::Optimizer, public ShardedState {
 
  private:
   std::unique_ptr<torch::optim::Optimizer> inner_;
-  std::vector<torch::Tensor> params_;
   Amp& amp_;
 };
 

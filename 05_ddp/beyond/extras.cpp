@@ -69,7 +69,10 @@ void RunExtras::start(int64_t step, int64_t total_steps) {
 }
 
 int64_t RunExtras::before_step(int64_t step, int64_t total_steps, int64_t own, int64_t first, int64_t last) {
-  if (!started_) start(step, total_steps), started_ = true;
+  if (!started_) {
+    start(step, total_steps);
+    started_ = true;
+  }
   step_ = step;
   recorder_.set_step(step + 1);  // steps count from 1 in every log line, as the progress lines
   faults_.before_step(step);

@@ -96,11 +96,7 @@ fi
 # ddp_sim's again from the doctored figures.
 read -r t1 s a alpha T ratio verdict <<< "$("$root/exercises/solutions/05.10.sh" "$build")"
 t1x4=$(awk -v t="$t1" 'BEGIN { printf "%.3f", 4 * t }')
-G=$(awk -v T="$T" -v al="$alpha" 'BEGIN { printf "%.6g", 8 * 2143272 / (T - 2 * al) / 1000 }')
-t2=$("$build/ddp_sim" --profiles-dir "$root/bench/profiles" --model mlp --nodes 1 --gpus-per-node 2 --stop-vote --compute-ms "$t1x4" \
-  --interference "$(awk -v s="$s" 'BEGIN { print (s < 0) ? 0 : s }')" --allreduce-slowdown "$a" --intra-latency-us "$alpha" \
-  --intra-gbps "$G" | sed -n 's/^step: \([0-9.]*\) ms$/\1/p')
-r=$(awk -v a="$t1x4" -v b="$t2" 'BEGIN { printf "%.2f", 2 * a / b }')
+read -r _ r < <("$root/exercises/checks/two_ranks_prediction.sh" "$build" "$t1x4" "$s" "$a" "$alpha" "$T")
 out=$(check 05.10 "$t1x4 $s $a $alpha $T $r $(awk -v r="$r" 'BEGIN { print (r > 1) ? "yes" : "no" }')")
 if [[ $out == "FAIL 05.10: your t1 ($t1x4)"* ]]; then
   echo "ok 05.10: t1 four times with its consistent ratio FAILs: $out"

@@ -21,13 +21,8 @@ num='[0-9]+(\.[0-9]+)?'
 t1=${BASH_REMATCH[1]} s=${BASH_REMATCH[3]} a=${BASH_REMATCH[5]} alpha=${BASH_REMATCH[7]} T=${BASH_REMATCH[9]}
 ratio=${BASH_REMATCH[11]} verdict=${BASH_REMATCH[13]}
 awk -v T="$T" -v al="$alpha" 'BEGIN { exit !(T > 2 * al) }' || fail "T ($T us) must be longer than its two latencies, 2 x alpha ($alpha us)"
-G=$(awk -v T="$T" -v al="$alpha" 'BEGIN { printf "%.6g", 8 * 2143272 / (T - 2 * al) / 1000 }')
-run 30 "$WORK/sim.txt" ddp_sim --profiles-dir "$ROOT/bench/profiles" --model mlp --nodes 1 --gpus-per-node 2 --stop-vote \
-  --compute-ms "$t1" --interference "$(awk -v s="$s" 'BEGIN { print (s < 0) ? 0 : s }')" --allreduce-slowdown "$a" --intra-latency-us "$alpha" --intra-gbps "$G" ||
-  fail "ddp_sim refused your figures: $(tail -n 2 "$WORK/sim.txt")"
-t2=$(sed -n 's/^step: \([0-9.]*\) ms$/\1/p' "$WORK/sim.txt")
-[ -n "$t2" ] || fail "ddp_sim printed no step: $(tail -n 3 "$WORK/sim.txt")"
-predicted=$(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.2f", 2 * a / b }')
+read -r t2 predicted < <("$(dirname "$0")/two_ranks_prediction.sh" "$B" "$t1" "$s" "$a" "$alpha" "$T" 2> "$WORK/sim.txt")
+[ -n "${predicted:-}" ] || fail "ddp_sim refused your figures: $(cat "$WORK/sim.txt")"
 awk -v r="$ratio" -v p="$predicted" 'BEGIN { d = r - p; exit !(d <= 0.02 && d >= -0.02) }' ||
   fail "your ratio $ratio is not ddp_sim's prediction from your five figures: check G and 2 x t1 / t2 (step 4)"
 awk -v r="$ratio" -v v="$verdict" 'BEGIN { exit !((r > 1) == (v == "yes")) }' ||

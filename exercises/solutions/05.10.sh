@@ -23,9 +23,5 @@ a=$(sed -n 's/.*slowdown a = \([-0-9.]*\).*/\1/p' "$work"/i? | median)
 T=$(sed -n 's/.*all-reduce: \([0-9.]*\) us alone.*/\1/p' "$work"/i? | median)
 alpha=$(sed -n 's/.* B: plain \([0-9.]*\) us.*/\1/p' "$work"/l? | median | awk '{ printf "%.1f", $1 / 2 }')
 t1=$(sed -n 's/.*throughput: \([0-9.]*\) samples\/s.*/\1/p' "$work"/t? | median | awk '{ printf "%.3f", 256 / $1 * 1000 }')
-G=$(awk -v T="$T" -v al="$alpha" 'BEGIN { printf "%.6g", 8 * 2143272 / (T - 2 * al) / 1000 }')      # step 4
-"$B/ddp_sim" --profiles-dir "$root/bench/profiles" --model mlp --nodes 1 --gpus-per-node 2 --stop-vote --compute-ms "$t1" \
-  --interference "$(awk -v s="$s" 'BEGIN { print (s < 0) ? 0 : s }')" --allreduce-slowdown "$a" --intra-latency-us "$alpha" --intra-gbps "$G" > "$work/sim"
-t2=$(sed -n 's/^step: \([0-9.]*\) ms$/\1/p' "$work/sim")
-ratio=$(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.2f", 2 * a / b }')
+read -r _ ratio < <("$root/exercises/checks/two_ranks_prediction.sh" "$B" "$t1" "$s" "$a" "$alpha" "$T")  # step 4
 echo "$t1 $s $a $alpha $T $ratio $(awk -v r="$ratio" 'BEGIN { print (r > 1) ? "yes" : "no" }')"

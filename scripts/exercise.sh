@@ -103,12 +103,54 @@ id=$1
 exists "$id"
 check=$checks/$id.sh
 export DDP_BUILD=${DDP_BUILD:-$root/build-cpu}
-if [ "${DDP_EXERCISE_NO_BUILD:-0}" != 1 ]; then
+export DDP_ANSWERS=${DDP_ANSWERS:-$root/exercises/answers.txt}
+targets=$(field build "$check")
+# Note [Observations of the course as handed out]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# An observation check compares an answer with what the course's programs print. A student who
+# changed the sources they are built from (a coding exercise's work, or a line faked to print
+# what an answer needs) would have the check read the changed programs. So in a handout (a git
+# repository whose first commit is the course as handed out, --handout below) an observation
+# check whose course differs from that commit, in anything but pages and the answers, runs that
+# commit: its own check script, and its programs built into .given/build-<flavour> (the first
+# time a few minutes, then only what changed). Coding checks run the student's build: it is
+# their work.
+handout_commit() {
+  local first
+  [ "$(git -C "$root" rev-parse --show-toplevel 2>/dev/null)" = "$(cd "$root" && pwd -P)" ] || return 1
+  first=$(git -C "$root" rev-list --max-parents=0 HEAD 2>/dev/null | tail -n 1) || return 1
+  [[ $(git -C "$root" log -1 --format=%s "$first") == "The course as handed out"* ]] && echo "$first"
+}
+if [ "$(field kind "$check")" = observation ] && first=$(handout_commit) &&
+   [ -n "$(git -C "$root" diff --name-only "$first" -- . ':(exclude)*.md' ':(exclude)exercises/answers.txt')" ]; then
+  given=$root/.given flavour=cpu
+  [[ ${DDP_BUILD%/} == *build-cuda ]] && flavour=cuda
+  echo "exercise $id: you changed the course since it was handed out (git diff --stat shows what): an observation check runs the course as handed out, built in .given/build-$flavour"
+  if [ "${DDP_EXERCISE_NO_BUILD:-0}" != 1 ]; then
+    # That commit's files into .given/, each copied only when it differs (a build of what changed).
+    fresh=$(mktemp -d "${TMPDIR:-/tmp}/given.XXXXXX")
+    git -C "$root" archive "$first" | tar -x -C "$fresh"
+    (cd "$fresh" && find . -type f -printf '%P\n') | while read -r f; do
+      cmp -s "$fresh/$f" "$given/$f" || { mkdir -p "$(dirname "$given/$f")" && cp "$fresh/$f" "$given/$f"; }
+    done
+    rm -rf "$fresh"
+    echo "exercise $id: building $targets in .given/build-$flavour (log: .given/build.log) ..."
+    DDP_VENV=${DDP_VENV:-$root/.venv} "$given/scripts/build.sh" "$flavour" $targets > "$given/build.log" 2>&1 &
+    if ! wait $!; then
+      tail -n 20 "$given/build.log"
+      echo "FAIL $id: the build of the course as handed out failed (whole log: .given/build.log)"
+      exit 1
+    fi
+  fi
+  [ -f "$given/exercises/checks/$id.sh" ] ||
+    { echo "FAIL $id: the course as handed out is not in .given/ (run the check without DDP_EXERCISE_NO_BUILD)"; exit 1; }
+  export DDP_BUILD=$given/build-$flavour
+  check=$given/exercises/checks/$id.sh
+elif [ "${DDP_EXERCISE_NO_BUILD:-0}" != 1 ]; then
   if [ ! -f "$DDP_BUILD/Makefile" ]; then
     echo "No build in $DDP_BUILD yet: run scripts/run.sh (or scripts/build.sh cpu) first." >&2
     exit 2
   fi
-  targets=$(field build "$check")
   echo "exercise $id: building $targets in ${DDP_BUILD#$root/} ..."
   cmake --build "$DDP_BUILD" -j2 --target $targets > "$DDP_BUILD/exercise-build.log" 2>&1 &
   if ! wait $!; then  # in the background, so that a stop is not held until the build ends

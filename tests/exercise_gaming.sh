@@ -4,7 +4,8 @@
 #   tests/exercise_gaming.sh <build folder>
 # 1. Two-part answers found half by half: one half right, the other wrong, both ways round, must
 #    FAIL with the same words (but the answer quoted): a FAIL that says which half is right gives
-#    the answer away (01.1, 02.1, 03.1, 05.6 through check_two_parts; 05.3, 06.3 and 07.2 their own).
+#    the answer away (01.1, 02.1, 03.1, 05.6 through check_two_parts; 04.2, 05.3, 05.5, 06.3 and 07.2
+#    their own).
 # 2. An answer read off a test's name: no Slurm test is named for the state or the signal that
 #    06.2 and 06.3 ask for (`ctest -N` lists the names a student can read).
 # 3. 05.9 by trying the seven caps: each cap with a made-up step FAILs, and no FAIL line names
@@ -42,6 +43,10 @@ for id in 01.1 03.1; do
 done
 read -r x y z <<< "$(truth 05.6)"
 halves 05.6 "$x $y" "$x $((y + 1))" "$z" "$((z + 1))"
+read -r w x y z <<< "$(truth 04.2)"
+halves 04.2 "$w $x" "$w $((x + 64))" "$y $z" "$y $((z + 4))"
+read -r x y <<< "$(truth 05.5)"
+halves 05.5 "$x" "$((x + 1))" "$y" "$((y - 1))"
 read -r x y <<< "$(truth 05.3)"
 halves 05.3 "$x" "$((x + 1))" "$y" "$((y + 3297832))"
 read -r x y <<< "$(truth 07.2)"

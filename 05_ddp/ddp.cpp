@@ -25,9 +25,9 @@ namespace ddp {
 // last and nothing can overlap it, so PyTorch keeps the first one built small (1 MiB).
 // "Small" is a floor, not a ceiling: a bucket closes once it holds at least its limit, so the
 // MLP (its last five tensors 0.5 MiB, then fc1.weight's 1.5 MiB) is one bucket at any
-// --bucket-cap-mb, and a tensor larger than the cap fills a bucket of its own. (PyTorch 2.x,
+// --bucket-cap-mb, and a tensor larger than the cap fills a bucket of its own. (PyTorch 2.11,
 // given an explicit bucket_cap_mb, cuts the first bucket at that cap too; we keep the rule
-// of PyTorch 1.13, which 2.x still follows for its default.) The rule is assign_buckets(), in
+// of PyTorch 1.13, which 2.11 still follows for its default.) The rule is assign_buckets(), in
 // buckets.h: arithmetic on sizes, which bench's ddp_sim shares.
 //
 // Note [Rebuilding the buckets]

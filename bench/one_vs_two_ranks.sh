@@ -16,8 +16,9 @@
 # [Measuring interference]; ddp_sim --interference and --allreduce-slowdown); and (b) the
 # all-reduce costs what it costs as a step meets it, right after its rank computed: the sweep puts 2 ms of
 # computing (a matmul, allreduce_bench --compute-between-ms) before each all-reduce, and keeps the
-# mean of its rounds, not the best. On this virtual machine that raises the per-step latency
-# severalfold (alpha 0.8 to 0.9 ms against 0.2 to 0.35 back to back) and fits the sizes better.
+# mean of its rounds, not the best. That raises the per-step latency severalfold (the two
+# alphas, back to back and after computing: results/one_vs_two_ranks.json, as bench/README.md
+# gives them) and fits the sizes better.
 # The compute is a rank's step beside another rank's (two single-rank runs at once: no DDP, both
 # cores busy), split into forward, backward and optimizer as one of those runs' trace measured
 # them (ddp_sim --backward-ms, --optimizer-ms: on these cores the CNN's backward takes about its
@@ -25,8 +26,8 @@
 # (c) 05 all-reduces a 4-byte stop vote after every step (ddp_sim --stop-vote), which runs
 # beside the next forward, slowed by the same shares.
 # Each input is measured without DDP; the two-rank run is only what the prediction is held against.
-# Left out, and measured apart by bench/compute_after_allreduce.py: the compute after an
-# all-reduce is slower than after a barrier (the MLP's 1.2x; the CNN's 1.0x).
+# Left out, and measured apart by bench/compute_after_allreduce.py: how long the compute takes
+# after an all-reduce against after a barrier (results/compute_after_allreduce_{mlp,cnn}.json).
 set -euo pipefail
 # Gloo on the CPU's cores, on a GPU host too: no program here may default to NCCL and a GPU.
 export DDP_GPU_COUNT=0

@@ -12,6 +12,8 @@ set -euo pipefail
 course_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 course_chapters=(01_join_group 02_spawn 03_manual_allreduce 04_grad_hooks 05_ddp 06_slurm 07_fsdp)
 course_tools=(trace_merge ddp_sim allreduce_bench)
+# The kernels the pages' figures were made with, so that the course prints what its pages show.
+source "$course_root/scripts/kernels.sh"
 
 chapter_01_join_group() {
   local bin=$1 port rank1

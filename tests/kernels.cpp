@@ -30,8 +30,8 @@
 // test (a variable the environment already sets is left as it is), and every process they start
 // inherits them: chapters, launchers, Python references, shells, Slurm jobs (sbatch passes its
 // environment on). Pinned.KernelsReachEveryKindOfProcess asks each library in such processes what
-// it runs. The exercise checks, which run outside the test binaries, set the same in
-// exercises/checks/lib.sh (Pinned.TheExerciseChecksPinTheSame).
+// it runs. The exercise checks and scripts/run.sh's course, which run outside the test binaries,
+// set the same through scripts/kernels.sh (Pinned.TheExerciseChecksPinTheSame).
 // Where the recorded figures cannot hold (recorded_figures_cannot_hold(): the CPU, or a variable
 // set to other kernels), the README checks compare what must still hold and say which figures
 // they did not compare and why (Note [Checked examples] in test_docs.cpp); parity with PyTorch

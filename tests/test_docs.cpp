@@ -554,11 +554,29 @@ TEST(Docs, TopReadmeIsAPageALearnerReads) {
 namespace {
 
 // A page a learner reads: the top README, the chapters' pages, the exercises' and common/'s
-// READMEs, and the docs pages a chapter sends the learner to (01.1 to settings.md, 07 to
-// memory.md); the rest of docs/ and bench/ are the maintainers' and the curious reader's.
+// READMEs, and every page of docs/ that one of those (not the top README, whose last list is
+// the maintainers') links: 01.1 sends the learner to settings.md, 07 to memory.md, 06 to
+// slurm.md. The rest of docs/ and bench/ are the maintainers' and the curious reader's.
+const std::regex& course_page_re() {
+  static const std::regex re(R"(^(\d\d_[^/]+/.*\.md|exercises/README\.md|common/README\.md)$)");
+  return re;
+}
+std::set<std::string> docs_a_chapter_links() {
+  std::set<std::string> linked;
+  static const std::regex link(R"(\]\(((\.\./)*)docs/([A-Za-z0-9_]+\.md))");
+  for (const std::string& page : markdown_files()) {
+    if (!std::regex_match(page, course_page_re())) continue;
+    std::ifstream in(fs::path(DDP_SOURCE_DIR) / page);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), link); it != std::sregex_iterator(); ++it) {
+      linked.insert("docs/" + (*it)[3].str());
+    }
+  }
+  return linked;
+}
 bool learner_page(const std::string& page) {
-  static const std::regex re(R"(^(README\.md|\d\d_[^/]+/.*\.md|exercises/README\.md|common/README\.md|docs/settings\.md|docs/memory\.md)$)");
-  return std::regex_match(page, re);
+  static const std::set<std::string> docs = docs_a_chapter_links();
+  return page == "README.md" || std::regex_match(page, course_page_re()) || docs.count(page) > 0;
 }
 
 // What a learner page must not say, line by line (outside code blocks and invisible markers):
@@ -626,6 +644,20 @@ std::vector<std::string> learner_page_problems(const std::string& name, const st
 }
 
 }  // namespace
+
+// docs/README.md's first paragraph names the learner's pages of docs/: exactly those a chapter links.
+TEST(Docs, DocsReadmeNamesThePagesAChapterSendsALearnerTo) {
+  std::ifstream in(fs::path(DDP_SOURCE_DIR) / "docs/README.md");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t title = text.find("\n\n");
+  const std::string first = text.substr(title + 2, text.find("\n\n", title + 2) - title - 2);
+  std::set<std::string> named;
+  static const std::regex link(R"(\]\(([a-z_]+\.md)\))");
+  for (auto it = std::sregex_iterator(first.begin(), first.end(), link); it != std::sregex_iterator(); ++it) {
+    named.insert("docs/" + (*it)[1].str());
+  }
+  EXPECT_EQ(named, docs_a_chapter_links()) << "docs/README.md's first paragraph: " << first;
+}
 
 TEST(Docs, LearnerPagesSpeakToTheLearner) {
   int pages = 0;

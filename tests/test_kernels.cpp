@@ -105,22 +105,24 @@ TEST(Pinned, KernelsReachEveryKindOfProcess) {
 #endif
 }
 
-// The exercise checks run outside the test binaries (scripts/exercise.sh): exercises/checks/lib.sh
-// pins the same, from an environment where nothing is set.
+// The exercise checks and the course that scripts/run.sh runs (scripts/course.sh) run outside the
+// test binaries: both pin the same (scripts/kernels.sh), from an environment where nothing is set.
 TEST(Pinned, TheExerciseChecksPinTheSame) {
   const std::vector<std::string> pinnable = {"OPENBLAS_CORETYPE", "DNNL_MAX_CPU_ISA", "MKL_CBWR"};
   std::string unset = "env";
   for (const std::string& name : pinnable) unset += " -u " + name;
-  const auto r = ddp::run_command(
-      {"/bin/bash", "-c", unset + " bash -c 'source " + std::string(DDP_SOURCE_DIR) + "/exercises/checks/lib.sh && env'"}, 30);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  std::set<std::string> pinned;
-  for (const KernelPin& pin : kernel_pins()) {
-    pinned.insert(pin.name);
-    EXPECT_NE(r.output.find("\n" + pin.name + "=" + pin.value + "\n"), std::string::npos) << pin.name << "\n" << r.output;
-  }
-  // And nothing beyond: where this CPU cannot run the recorded kernels, lib.sh leaves them too.
-  for (const std::string& name : pinnable) {
-    if (!pinned.count(name)) EXPECT_EQ(r.output.find("\n" + name + "="), std::string::npos) << name;
+  for (const std::string script : {"exercises/checks/lib.sh", "scripts/course.sh"}) {
+    const auto r = ddp::run_command(
+        {"/bin/bash", "-c", unset + " bash -c 'source " + std::string(DDP_SOURCE_DIR) + "/" + script + " && env'"}, 30);
+    ASSERT_EQ(r.exit_code, 0) << script << ": " << r.output;
+    std::set<std::string> pinned;
+    for (const KernelPin& pin : kernel_pins()) {
+      pinned.insert(pin.name);
+      EXPECT_NE(r.output.find("\n" + pin.name + "=" + pin.value + "\n"), std::string::npos) << script << ": " << pin.name << "\n" << r.output;
+    }
+    // And nothing beyond: where this CPU cannot run the recorded kernels, they leave them too.
+    for (const std::string& name : pinnable) {
+      if (!pinned.count(name)) EXPECT_EQ(r.output.find("\n" + name + "="), std::string::npos) << script << ": " << name;
+    }
   }
 }

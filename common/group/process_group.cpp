@@ -65,11 +65,13 @@ RankInfo resolve_rank_info(const CommonFlags& flags) { return resolve_rank_info(
 // that watch for hung collectives; the monitor polls the store), Gloo's pairs. Leaving in the
 // wrong order hangs or warns: released after its store, ~ProcessGroupNCCL waits for ever on a
 // heartbeat monitor polling a store that is gone; never shut down, it warns
-// "destroy_process_group() was not called". So, as
-// torch.distributed.destroy_process_group() does: shut the backend down first (abort it
-// instead when an exception is unwinding: pending work may never finish), release it, and only
-// then the store. Python's examples call it at the end of main; here the Group's destructor
-// does, on every path out, the error paths included.
+// "destroy_process_group() was not called". So, as torch.distributed.destroy_process_group()
+// does in PyTorch 2.11 (distributed_c10d.py: pg.shutdown() for every group, then its maps that
+// hold them cleared): shut the backend down first, release it, and only then the store. Two
+// differences of ours: when an exception is unwinding we abort instead of shutting down (pending
+// work may never finish), and on LibTorch 1.13, which has no shutdown, only the order of the
+// releases remains (compat.h). Python's examples call it at the end of main; here the Group's
+// destructor does, on every path out, the error paths included.
 void Group::destroy() noexcept {
   report_collective_count(*this);  // DDP_COUNT_COLLECTIVES=1: Note [Counted by the backend]
   if (pg) {

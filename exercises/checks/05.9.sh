@@ -10,7 +10,7 @@
 #         one would give the answer away); the step you write is what ddp_sim printed you.
 source "$(dirname "$0")/lib.sh"
 read_answer 05.9
-answer=$(echo $ANSWER | sed 's/ *[Mm][Ii][Bb]//')  # "100 193.1", "100 MiB 193.1" are one answer
+answer=$(echo $ANSWER | sed 's/ *[Mm][Ii][Bb]//')  # "7 123.4", "7 MiB 123.4" are one answer
 [[ $answer =~ ^([0-9]+)\ ([0-9]+(\.[0-9]+)?)( ?ms)?$ ]] ||
   fail "you wrote '$ANSWER'; write the cap in MiB, then the step ddp_sim gives at it in ms: e.g. 7 123.4 (not the answer)"
 answer=${BASH_REMATCH[1]} step=${BASH_REMATCH[2]}

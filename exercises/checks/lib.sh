@@ -12,13 +12,9 @@ ANSWERS=${DDP_ANSWERS:-$ROOT/exercises/answers.txt}
 ID=$(basename "$0" .sh)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/exercise-$ID.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-# The CPU kernels the tests pin (Note [CPU kernels and the recorded figures] in tests/kernels.cpp):
-# a check that compares figures must see the same digits. MKL's on every CPU; OpenBLAS's and
-# oneDNN's where the CPU has AVX2 and FMA (x86-64 flags; an arm64 CPU lists neither).
-export MKL_CBWR=${MKL_CBWR:-COMPATIBLE}
-if grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo 2>/dev/null; then
-  export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell} DNNL_MAX_CPU_ISA=${DNNL_MAX_CPU_ISA:-AVX2}
-fi
+# The CPU kernels the pages' figures were made with: a check that compares figures must see the
+# same digits.
+source "$ROOT/scripts/kernels.sh"
 
 pass() { echo "PASS $ID: $*"; exit 0; }
 fail() { echo "FAIL $ID: $*"; exit 1; }

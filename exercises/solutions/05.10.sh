@@ -16,7 +16,7 @@ for i in 1 2 3; do
   bench --interference 2143272 --compute matmul --rounds 20 > "$work/i$i" 2>&1                  # step 1
   bench --min-bytes 4 --max-bytes 4 --compute-between-ms 2 --count mean > "$work/l$i" 2>&1       # step 2
   (cd "$work" && OMP_NUM_THREADS=1 "${pin[@]}" "$B/05_ddp" --model mlp --batch-size 256 --nproc-per-node 1 \
-    --max-steps 200 --reset --out "$work/run$i" > "$work/t$i" 2>&1)                              # step 3
+    --max-steps 100 --reset --out "$work/run$i" > "$work/t$i" 2>&1)                              # step 3
 done
 s=$(sed -n 's/.*interference s = \([-0-9.]*\).*/\1/p' "$work"/i? | median)
 a=$(sed -n 's/.*slowdown a = \([-0-9.]*\).*/\1/p' "$work"/i? | median)

@@ -10,8 +10,13 @@
 #   one that cannot be built here stops it at once, exit 2. --plan: say what it would set up,
 #   build and test, and exit. -R REGEX: only the tests whose names match (ctest -R).
 # Ctrl-C or SIGTERM stops it and every test it started (Note [Stop means stop], stop.sh).
+# DDP_TEST_LOGS=DIR: its logs (build-<flavour>.log, ctest-<flavour>.log, build times) there instead
+# of beside the builds; the stop test sets it, so that a test.sh it runs inside a running one
+# leaves the outer run's logs alone.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+logdir=${DDP_TEST_LOGS:-$root}
+stamp() { if [ -n "${DDP_TEST_LOGS:-}" ]; then echo "$DDP_TEST_LOGS/build-time-$1.txt"; else echo "$root/build-$1/build-time.txt"; fi; }
 plan=no filter=""
 case "$#:${1:-}" in
   0:) ;;
@@ -98,7 +103,7 @@ done
 # Builds one flavour (at the priority given: "nice -n 19" or none), names its LibTorch, and
 # leaves its time for built(): a first build and one of what changed are kept apart.
 build_flavour() {
-  local f=$1 log=$root/build-$1.log usual key=build-$1-first start=$SECONDS
+  local f=$1 log=$logdir/build-$1.log usual key=build-$1-first start=$SECONDS
   shift
   usual="building everything: $(phase_estimate "$key" "${first_build[$f]}")"
   if [ -f "$root/build-$f/Makefile" ]; then
@@ -111,10 +116,10 @@ build_flavour() {
     echo "== [$f] build FAILED (full log: $log)"
     return 1
   fi
-  echo "$key $((SECONDS - start))" > "$root/build-$f/build-time.txt"  # for built(), in the main shell
+  echo "$key $((SECONDS - start))" > "$(stamp "$f")"  # for built(), in the main shell
   grep -E "^-- (LibTorch|Compiler|Gloo|CUDA|NCCL|BLAS|Linker|torchrun|Python reference|TensorBoard|Slurm)|BLAS:" "$log" | sed "s|^|[build $f] |" || true
 }
-built() { local k t; read -r k t < "$root/build-$1/build-time.txt" && phase_done "$k" "$t"; }
+built() { local k t; read -r k t < "$(stamp "$1")" && phase_done "$k" "$t"; }
 read -r -a fl <<< "$flavours"
 logs=()
 build_flavour "${fl[0]}" || exit 1
@@ -142,12 +147,12 @@ for i in "${!fl[@]}"; do
     next_build=$!
   fi
   # Every line of ctest's as it comes (one per test), and a word when none came for 30 s.
-  tlog=$root/build-$f/ctest.log
+  tlog=${DDP_TEST_LOGS:-$root/build-$f}/ctest$([ -n "${DDP_TEST_LOGS:-}" ] && echo "-$f").log
   start=$SECONDS
   run_step "[test $f]" "running every test: $(phase_estimate "test-$f" "${first_test[$f]}")" "$tlog" p \
     bash -c 'cd "$1" && shift && ctest --output-on-failure -j2 --timeout 300 "$@"' _ "$root/build-$f" ${filter:+-R "$filter"} || status=1
   phase_done "test-$f" $((SECONDS - start))
-  logs+=("$root/build-$f.log" "$tlog")
+  logs+=("$logdir/build-$f.log" "$tlog")
   if [ -n "$next" ]; then
     start=$SECONDS
     if kill -0 "$next_build" 2>/dev/null; then

@@ -22,7 +22,9 @@ for how in INT TERM; do
   # Each process under it carries DDP_STOP_TEST (environments are inherited, the tests' too): one
   # that left the tree (re-parented to init) is found by it as well.
   mark="DDP_STOP_TEST=$$.$how"
-  env "$mark" DDP_FLAVOURS=$flavour setsid env --default-signal=INT "$root/scripts/test.sh" -R "$target" > "$log" 2>&1 &
+  # Its logs and build times in a scratch folder: the ctest that runs this test has its own.
+  logs=$(mktemp -d)
+  env "$mark" DDP_FLAVOURS=$flavour DDP_TEST_LOGS="$logs" DDP_TIMES_FILE="$logs/times.txt" setsid env --default-signal=INT "$root/scripts/test.sh" -R "$target" > "$log" 2>&1 &
   pid=$!
   up=no
   for _ in $(seq 240); do  # the setup's check and an up-to-date build first: up to 2 minutes
@@ -57,7 +59,7 @@ for how in INT TERM; do
     echo "[stop_test] $how: everything ended within $((SECONDS - sent)) s, scripts/test.sh exited $rc; its last lines:"
     tail -n 3 "$log" | sed 's/^/    /'
   fi
-  rm -f "$log"
+  rm -rf "$log" "$logs"
 done
 [ $fail = 0 ] && echo "PASS: Ctrl-C and SIGTERM stop scripts/test.sh and all it started"
 exit $fail

@@ -5,7 +5,7 @@
 # Usage: exercises/solutions/05.10.sh [build folder]   (default build-cpu)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-B=${1:-$root/build-cpu}
+B=$(cd "${1:-$root/build-cpu}" && pwd)  # absolute: the runs below start in a scratch folder
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export DDP_GPU_COUNT=0

@@ -107,25 +107,19 @@ export DDP_ANSWERS=${DDP_ANSWERS:-$root/exercises/answers.txt}
 targets=$(field build "$check")
 # Note [Observations of the course as handed out]
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-# An observation check compares an answer with what the course's programs print. A student who
-# changed the sources they are built from (a coding exercise's work, or a line faked to print
-# what an answer needs) would have the check read the changed programs. So in a handout (a git
-# repository whose first commit is the course as handed out, --handout below) an observation
-# check whose course differs from that commit, in anything but pages and the answers, runs that
-# commit: its own check script, and its programs built into .given/build-<flavour> (the first
-# time a few minutes, then only what changed). Coding checks run the student's build: it is
-# their work.
-handout_commit() {
-  local first
-  [ "$(git -C "$root" rev-parse --show-toplevel 2>/dev/null)" = "$(cd "$root" && pwd -P)" ] || return 1
-  first=$(git -C "$root" rev-list --max-parents=0 HEAD 2>/dev/null | tail -n 1) || return 1
-  [[ $(git -C "$root" log -1 --format=%s "$first") == "The course as handed out"* ]] && echo "$first"
-}
-if [ "$(field kind "$check")" = observation ] && first=$(handout_commit) &&
-   [ -n "$(git -C "$root" diff --name-only "$first" -- . ':(exclude)*.md' ':(exclude)exercises/answers.txt')" ]; then
+# An observation check compares an answer with what the course's programs print. A student's
+# build may print something else: a coding exercise's work, or a line faked to print what an
+# answer needs (and a faked binary outlives its source put back). So in a handout (a git
+# repository whose first commit is the course as handed out, --handout below) every observation
+# check runs that commit: its own check script, and its programs built from that commit into
+# .given/build-<flavour> (the first time a few minutes, then only what changed), never the
+# student's. lib.sh refuses an observation check started in a handout without this script.
+# Coding checks run the student's build: it is their work.
+source "$root/scripts/handout.sh"
+if [ "$(field kind "$check")" = observation ] && first=$(handout_commit "$root"); then
   given=$root/.given flavour=cpu
   [[ ${DDP_BUILD%/} == *build-cuda ]] && flavour=cuda
-  echo "exercise $id: you changed the course since it was handed out (git diff --stat shows what): an observation check runs the course as handed out, built in .given/build-$flavour"
+  echo "exercise $id: an observation check runs the course as handed out (not your changes), built in .given/build-$flavour"
   if [ "${DDP_EXERCISE_NO_BUILD:-0}" != 1 ]; then
     # That commit's files into .given/, each copied only when it differs (a build of what changed).
     fresh=$(mktemp -d "${TMPDIR:-/tmp}/given.XXXXXX")

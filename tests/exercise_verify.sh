@@ -88,18 +88,17 @@ if [ "${1:-}" = --handout ]; then
   [ $code = 77 ] || { echo "the exercise test in the handout must skip (77), it exited $code: $out"; exit 1; }
   out=$(DDP_BUILD=$build DDP_EXERCISE_NO_BUILD=1 "$scratch/h/scripts/exercise.sh" 01.2 2>&1); code=$?
   [ $code = 1 ] && [[ $out == *"FAIL 01.2: "* ]] || { echo "check 01.2 in the handout: exit $code: $out"; exit 1; }
-  # A changed source (a faked line): an observation check runs the course as handed out, built
-  # in .given/ (Note [Observations of the course as handed out]); here, not built: it says so.
-  echo "// changed" >> "$scratch/h/04_grad_hooks/main.cpp"
+  # An observation check runs the course as handed out, built in .given/ (Note [Observations of
+  # the course as handed out]), never the student's build: here not built, it says so; and its
+  # script started directly refuses.
   out=$(DDP_BUILD=$build DDP_EXERCISE_NO_BUILD=1 "$scratch/h/scripts/exercise.sh" 04.2 2>&1); code=$?
-  [ $code = 1 ] && [[ $out == *"runs the course as handed out, built in .given/build-cpu"* ]] &&
+  [ $code = 1 ] && [[ $out == *"runs the course as handed out (not your changes), built in .given/build-cpu"* ]] &&
     [[ $out == *"FAIL 04.2: the course as handed out is not in .given/"* ]] ||
-    { echo "observation check 04.2 in a handout with a changed source: exit $code: $out"; exit 1; }
-  git -C "$scratch/h" checkout -q -- 04_grad_hooks/main.cpp
-  out=$(DDP_BUILD=$build DDP_EXERCISE_NO_BUILD=1 "$scratch/h/scripts/exercise.sh" 04.2 2>&1); code=$?
-  [ $code = 1 ] && [[ $out != *".given"* ]] && [[ $out == *"FAIL 04.2: no answer yet"* ]] ||
-    { echo "observation check 04.2 in an unchanged handout: exit $code: $out"; exit 1; }
-  echo "handout: no solutions, and a README that says so; a git repository with the course as its one commit; --solution says so; the exercise tests skip; the checks run and FAIL untouched; an observation check with a source changed runs the course as handed out"
+    { echo "observation check 04.2 in a handout: exit $code: $out"; exit 1; }
+  out=$(DDP_BUILD=$build bash "$scratch/h/exercises/checks/04.2.sh" 2>&1); code=$?
+  [ $code = 1 ] && [[ $out == *"FAIL 04.2: an observation check runs the course as handed out: check it with scripts/exercise.sh 04.2"* ]] ||
+    { echo "observation check 04.2 started directly in a handout: exit $code: $out"; exit 1; }
+  echo "handout: no solutions, and a README that says so; a git repository with the course as its one commit; --solution says so; the exercise tests skip; the checks run and FAIL untouched; an observation check runs the course as handed out, and only through exercise.sh"
   exit 0
 fi
 

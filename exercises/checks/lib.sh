@@ -19,6 +19,14 @@ source "$ROOT/scripts/kernels.sh"
 pass() { echo "PASS $ID: $*"; exit 0; }
 fail() { echo "FAIL $ID: $*"; exit 1; }
 
+# In a handout an observation check runs the course as handed out, which scripts/exercise.sh
+# builds into .given/ and runs this script from (Note [Observations of the course as handed out]);
+# started otherwise, it would read the student's build.
+source "$ROOT/scripts/handout.sh"
+if [ "$(sed -n 's/^# kind: *//p' "$0" | head -n 1)" = observation ] && handout_commit "$ROOT" > /dev/null; then
+  fail "an observation check runs the course as handed out: check it with scripts/exercise.sh $ID"
+fi
+
 # run <seconds> <log> <program> [args...]: runs a program of the build with a time limit, its
 # output (stdout and stderr) into <log>; returns its exit code (124: it ran past the limit).
 run() {

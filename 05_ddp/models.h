@@ -32,7 +32,7 @@ struct MlpImpl : torch::nn::Module {
 TORCH_MODULE(Mlp);
 
 // conv 3x3 (32) -> pool -> conv 3x3 (64) -> pool -> 3136 -> 256 -> 10: 0.82 M parameters,
-// 3.3 MB of gradients, so the default buckets split it in two (see Note [Buckets]).
+// 3.15 MiB of gradients, so the default buckets split it in two (see Note [Buckets]).
 struct CnnImpl : torch::nn::Module {
   CnnImpl() {
     conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 3).padding(1)));

@@ -657,6 +657,18 @@ TEST(Docs, DocsReadmeNamesThePagesAChapterSendsALearnerTo) {
     named.insert("docs/" + (*it)[1].str());
   }
   EXPECT_EQ(named, docs_a_chapter_links()) << "docs/README.md's first paragraph: " << first;
+  // And the top README's list of them, "Pages beside the chapters", down to its maintainers' list.
+  std::ifstream top(fs::path(DDP_SOURCE_DIR) / "README.md");
+  text.assign((std::istreambuf_iterator<char>(top)), std::istreambuf_iterator<char>());
+  const size_t from = text.find("## Pages beside the chapters"), to = text.find("For maintainers", from);
+  ASSERT_NE(from, std::string::npos);
+  const std::string list = text.substr(from, to - from);
+  static const std::regex top_link(R"(\]\(docs/([a-z_]+\.md)\))");
+  std::set<std::string> listed;
+  for (auto it = std::sregex_iterator(list.begin(), list.end(), top_link); it != std::sregex_iterator(); ++it) {
+    listed.insert("docs/" + (*it)[1].str());
+  }
+  EXPECT_EQ(listed, docs_a_chapter_links()) << "README.md's \"Pages beside the chapters\": " << list;
 }
 
 TEST(Docs, LearnerPagesSpeakToTheLearner) {

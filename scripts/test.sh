@@ -147,7 +147,8 @@ for i in "${!fl[@]}"; do
     next_build=$!
   fi
   # Every line of ctest's as it comes (one per test), and a word when none came for 30 s.
-  tlog=${DDP_TEST_LOGS:-$root/build-$f}/ctest$([ -n "${DDP_TEST_LOGS:-}" ] && echo "-$f").log
+  tlog=$root/build-$f/ctest.log
+  [ -z "${DDP_TEST_LOGS:-}" ] || tlog=$DDP_TEST_LOGS/ctest-$f.log
   start=$SECONDS
   run_step "[test $f]" "running every test: $(phase_estimate "test-$f" "${first_test[$f]}")" "$tlog" p \
     bash -c 'cd "$1" && shift && ctest --output-on-failure -j2 --timeout 300 "$@"' _ "$root/build-$f" ${filter:+-R "$filter"} || status=1

@@ -120,7 +120,10 @@ if [ "$(field kind "$check")" = observation ] && first=$(handout_commit "$root")
   given=$root/.given flavour=cpu
   [[ ${DDP_BUILD%/} == *build-cuda ]] && flavour=cuda
   echo "exercise $id: an observation check runs the course as handed out (not your changes), built in .given/build-$flavour"
-  if [ "${DDP_EXERCISE_NO_BUILD:-0}" != 1 ]; then
+  # DDP_EXERCISE_NO_BUILD (the course's own tests) skips this only while nothing is built there:
+  # a build in .given/ is always made again from the first commit first, so that a program faked
+  # in it does not stay.
+  if [ "${DDP_EXERCISE_NO_BUILD:-0}" != 1 ] || [ -d "$given/build-$flavour" ]; then
     # That commit's files into .given/, each copied only when it differs (a build of what changed).
     fresh=$(mktemp -d "${TMPDIR:-/tmp}/given.XXXXXX")
     git -C "$root" archive "$first" | tar -x -C "$fresh"

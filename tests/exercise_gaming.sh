@@ -5,14 +5,14 @@
 # 1. Two-part answers found half by half: one half right, the other wrong, both ways round, must
 #    FAIL with the same words (but the answer quoted): a FAIL that says which half is right gives
 #    the answer away (01.1, 02.1, 03.1, 05.6 through check_two_parts; 04.2, 05.3, 05.5, 06.3 and 07.2
-#    their own).
+#    their own; 06.2's two jobs).
 # 2. An answer read off a test's name: no Slurm test is named for the state or the signal that
 #    06.2 and 06.3 ask for (`ctest -N` lists the names a student can read).
 # 3. 05.9 by trying the seven caps: each cap with a made-up step FAILs, and no FAIL line names
 #    a step time (which would let the caps be compared without ddp_sim).
-# 4. 03.2 by a fake span: one gradient all-reduce each as before, untraced, and one traced
-#    "all-reduce" of the 644 bytes the check wants (a barrier carries it) must FAIL: the backend
-#    counts what ran (Note [Counted by the backend]).
+# 4. 03.2 and 04.1 by fakes in the code (the routes a student took): each must FAIL, since the
+#    backend counts what ran, sends and receives too (Note [Counted by the backend]), and the
+#    trace holds when each line was logged (DDP_TRACE_LOG_LINES, common/basics/log.cpp).
 # 5. 05.10 without measuring: figures that ddp_sim turns into the ratio written (so the ratio's
 #    own check passes) but a one-rank step four times this machine's must FAIL, naming t1 and no
 #    figure the check measured.
@@ -51,6 +51,8 @@ read -r x y <<< "$(truth 05.3)"
 halves 05.3 "$x" "$((x + 1))" "$y" "$((y + 3297832))"
 read -r x y <<< "$(truth 07.2)"
 halves 07.2 "$x" "$((x - 1))" "$y" "$((y - 1))"
+read -r a_starts a_state b_starts b_state <<< "$(truth 06.2)"
+halves 06.2 "$a_starts $a_state" "$((a_starts + 1)) $a_state" "$b_starts $b_state" "$b_starts FAILED"
 read -r state signal <<< "$(truth 06.3)"
 halves 06.3 "$state" COMPLETED "$signal" TERM
 
@@ -58,6 +60,7 @@ halves 06.3 "$state" COMPLETED "$signal" TERM
 names=$(cd "$build" && ctest -N | grep -i slurm)
 for id in 06.2 06.3; do
   for word in $(truth "$id"); do
+    [[ $word =~ ^[0-9]+$ ]] && continue  # a count: in many names, and no answer by itself
     hit=$(grep -i -- "$word" <<< "$names" | head -n 1)
     if [ -n "$hit" ]; then echo "GAMED $id: '$word' is in a test's name:$hit"; bad=1; else echo "ok $id: '$word' in no Slurm test's name"; fi
   done
@@ -72,9 +75,23 @@ for cap in 1 5 10 25 50 100 200; do
 done
 [ $leaks = 0 ] && echo "ok 05.9: seven caps with a made-up step FAIL, naming no step time"
 
-# 4. 03.2's fake span, built as a solution is (exercise_verify.sh).
+# 4. 03.2 and 04.1 by fakes in the code, built as a solution is (exercise_verify.sh): one build
+# of each chapter, the fake chosen when it runs (DDP_FAKE).
 mkdir -p "$scratch/course"
 (cd "$root" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -p -t "$scratch/course")
+fake_build() {  # <target>: builds the faked course's <target> into $scratch/bin
+  python3 "$root/tests/overlay_build.py" "$build" "$root" "$scratch/course" "$scratch/bin" "$@" > "$scratch/overlay.log" 2>&1 ||
+    { echo "GAMING: the faked course did not build: $(tail -n 5 "$scratch/overlay.log")"; bad=1; return 1; }
+}
+faked() {  # <fake> <id> <expected start of the FAIL line> <what the fake does>
+  local out
+  out=$(DDP_FAKE=$1 DDP_BUILD=$scratch/bin DDP_ANSWERS=$root/exercises/answers.txt "$root/scripts/exercise.sh" "$2" 2>&1 | tail -n 1)
+  if [[ $out == "FAIL $2: $3"* ]]; then echo "ok $2: $4 FAILs: ${out:0:110}..."; else echo "GAMED $2: $4: '$out'"; bad=1; fi
+}
+# 03.2, three fakes: (span) per-gradient all-reduces untraced, and a barrier traced as the
+# "all-reduce" of the 644 bytes the check wants; (ring) each gradient summed by the ring's sends
+# and receives, and a traced all-reduce of 644 bytes of zeros; (printed) the variable that asks
+# for the count unset, and the count's line printed with the figures the check wants.
 main=$scratch/course/03_manual_allreduce/main.cpp
 traced='          ddp::traced(group.pg->allreduce(buffer), "all-reduce", g.numel() * g.element_size())->wait();'
 grep -qF "$traced" "$main" || { echo "GAMING 03.2: the line to fake is gone from 03's main.cpp: update this test"; bad=1; }
@@ -82,19 +99,59 @@ python3 - "$main" "$traced" <<'PY'
 import sys
 path, traced = sys.argv[1], sys.argv[2]
 s = open(path).read()
-s = s.replace(traced, "          group.pg->allreduce(buffer)->wait();  // untraced")
-s = s.replace("      // 5. The update, by hand", '      ddp::traced(group.pg->barrier(), "all-reduce", 644)->wait();  // the fake\n\n      // 5. The update, by hand', 1)
+s = s.replace("int main(int argc, char** argv) {", """int main(int argc, char** argv) {
+  const std::string fake = std::getenv("DDP_FAKE") ? std::getenv("DDP_FAKE") : "";
+  if (fake == "printed") unsetenv("DDP_COUNT_COLLECTIVES");""", 1)
+s = s.replace(traced, """          if (fake == "ring") {
+            ch03::ring_allreduce(*group.pg, g);
+          } else {
+            group.pg->allreduce(buffer)->wait();  // untraced
+          }""")
+s = s.replace("      // 5. The update, by hand", """      if (fake == "span") ddp::traced(group.pg->barrier(), "all-reduce", 644)->wait();
+      if (fake == "ring" || fake == "printed") {
+        std::vector<torch::Tensor> zeros{torch::zeros({161})};
+        ddp::traced(group.pg->allreduce(zeros), "all-reduce", 644)->wait();
+      }
+
+      // 5. The update, by hand""", 1)
+s = s.replace("    ddp::finish_trace(train.trace, group);", """    ddp::finish_trace(train.trace, group);
+    if (fake == "printed")
+      ddp::log("the process group ran " + std::to_string(2 * cfg.steps + 5) + " collectives: " + std::to_string(2 * cfg.steps + 3) +
+               " all-reduces of " + std::to_string(648 * cfg.steps + 16) + " bytes in all, 0 sends, 0 receives (DDP_COUNT_COLLECTIVES)");""", 1)
 open(path, "w").write(s)
 PY
-if python3 "$root/tests/overlay_build.py" "$build" "$root" "$scratch/course" "$scratch/bin" 03_manual_allreduce > "$scratch/overlay.log" 2>&1; then
-  out=$(DDP_BUILD=$scratch/bin DDP_ANSWERS=$root/exercises/answers.txt "$root/scripts/exercise.sh" 03.2 2>&1 | tail -n 1)
-  if [[ $out == "FAIL 03.2: rank 0's process group ran "*" all-reduces a step for the gradients, not 1"* ]]; then
-    echo "ok 03.2: a fake traced all-reduce with per-gradient all-reduces FAILs: ${out:0:100}..."
-  else
-    echo "GAMED 03.2: the fake span: '$out'"; bad=1
-  fi
-else
-  echo "GAMING 03.2: the faked course did not build: $(tail -n 5 "$scratch/overlay.log")"; bad=1
+if fake_build 03_manual_allreduce; then
+  faked span 03.2 "rank 0's process group ran " "a barrier traced as the all-reduce, the gradients' untraced"
+  faked ring 03.2 "rank 0's process group ran " "the ring's sends for the gradients and an all-reduce of zeros"
+  faked printed 03.2 "rank 0 did not say once" "the count unset and its line printed"
+fi
+# 04.1, two fakes: (lines) the four lines printed before training, the hooks untouched; (after)
+# the solution's line logged by the hook after it has started its all-reduce.
+(cd "$scratch/course" && patch -s -p1 < "$root/exercises/solutions/04.1.patch") || { echo "GAMING 04.1: its solution no longer applies"; bad=1; }
+main=$scratch/course/04_grad_hooks/main.cpp
+python3 - "$main" <<'PY'
+import sys
+path = sys.argv[1]
+s = open(path).read()
+line = 'if (hooks_fired++ < params.size()) ddp::log0("gradient ready: " + name + " (" + std::to_string(bytes) + " bytes)");'
+assert line in s, "the solution's line is gone: update this test"
+s = s.replace("int main(int argc, char** argv) {", """int main(int argc, char** argv) {
+  const std::string fake = std::getenv("DDP_FAKE") ? std::getenv("DDP_FAKE") : "";""", 1)
+s = s.replace(line, "if (fake.empty()) " + line)
+s = s.replace("""            if (comm == "sync") {""", """            struct After {  // logs as the hook returns: its all-reduce has started
+              std::function<void()> f;
+              ~After() { f(); }
+            } after{[&, name, bytes] { if (fake == "after" && hooks_fired++ < params.size()) ddp::log0("gradient ready: " + name + " (" + std::to_string(bytes) + " bytes)"); }};
+            if (comm == "sync") {""", 1)
+s = s.replace("    ddp::toy::LossLog losses(group, cfg.steps);", """    ddp::toy::LossLog losses(group, cfg.steps);
+    if (fake == "lines")
+      for (const char* l : {"2.bias (4 bytes)", "2.weight (64 bytes)", "0.bias (64 bytes)", "0.weight (512 bytes)"})
+        ddp::log0(std::string("gradient ready: ") + l);""", 1)
+open(path, "w").write(s)
+PY
+if fake_build 04_grad_hooks 02_spawn; then
+  faked lines 04.1 "'gradient ready: 2.bias (4 bytes)' was not logged by its hook" "four lines printed before training"
+  faked after 04.1 "'gradient ready: 2.bias (4 bytes)' was not logged by its hook" "each line logged after its all-reduce started"
 fi
 
 # 5. 05.10: this machine's answer, measured by the solution, then t1 four times and the ratio made

@@ -8,9 +8,11 @@
 #include <cstring>
 
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 
 #include "common/launch/net.h"
+#include "common/observe/trace.h"
 
 namespace ddp {
 namespace {
@@ -25,6 +27,18 @@ void write_all(int fd, const std::string& s) {
     if (n <= 0) return;
     off += n;
   }
+}
+
+// DDP_TRACE_LOG_LINES=1 (read before main(), as the program started): with --trace, each line
+// this rank logs is also an instant named "log" on its compute track, at the moment it was
+// logged, its text in args.line. Exercise 04.1's check reads when each hook logged, against when
+// its all-reduce started; a line printed at another moment shows there.
+const bool kTraceLines = [] {
+  const char* v = std::getenv("DDP_TRACE_LOG_LINES");
+  return v && std::string(v) == "1";
+}();
+void on_trace(const std::string& msg) {
+  if (kTraceLines && trace().on()) trace().instant("log", "log", wall_us(), Trace::kCompute, {{"line", msg}});
 }
 
 void write_line(int fd, const std::string& line) {
@@ -53,12 +67,16 @@ void set_log_file(const std::string& path) {
   g_file = fd;
 }
 
-void log(const std::string& msg) { write_line(STDOUT_FILENO, "[" + g_tag + "] " + msg); }
+void log(const std::string& msg) {
+  on_trace(msg);
+  write_line(STDOUT_FILENO, "[" + g_tag + "] " + msg);
+}
 
 void log0(const std::string& msg) {
   if (g_rank <= 0) {
     log(msg);
   } else if (g_file >= 0) {
+    on_trace(msg);
     write_all(g_file, "[" + g_tag + "] " + msg + "\n");  // rank 0 prints it; every rank's file keeps it
   }
 }

@@ -1,18 +1,67 @@
 // provides: the collective count of Note [Counted by the backend].
 #include "common/group/collective_count.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <exception>
 #include <string>
+#include <utility>
 
 #include "common/basics/failure.h"
 #include "common/basics/log.h"
 
 namespace ddp {
+namespace {
+
+// Read while the program's statics are made, before its main() can change the environment.
+const bool kCountAsked = [] {
+  const char* count = std::getenv("DDP_COUNT_COLLECTIVES");
+  return count && std::string(count) == "1";
+}();
+
+int64_t bytes_of(const std::vector<at::Tensor>& tensors) {
+  int64_t n = 0;
+  for (const at::Tensor& t : tensors) n += t.numel() * t.element_size();
+  return n;
+}
+
+// Gloo, with what the chapters call on it counted before Gloo runs it.
+class CountedGloo : public c10d::ProcessGroupGloo {
+ public:
+  using c10d::ProcessGroupGloo::ProcessGroupGloo;
+  using WorkPtr = decltype(std::declval<c10d::ProcessGroupGloo&>().allreduce(std::declval<std::vector<at::Tensor>&>()));
+
+  WorkPtr allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts = c10d::AllreduceOptions()) override {
+    allreduces++;
+    allreduce_bytes += bytes_of(tensors);
+    return c10d::ProcessGroupGloo::allreduce(tensors, opts);
+  }
+  WorkPtr send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
+    sends++;
+    return c10d::ProcessGroupGloo::send(tensors, dst, tag);
+  }
+  WorkPtr recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
+    recvs++;
+    return c10d::ProcessGroupGloo::recv(tensors, src, tag);
+  }
+  WorkPtr recvAnysource(std::vector<at::Tensor>& tensors, int tag) override {
+    recvs++;
+    return c10d::ProcessGroupGloo::recvAnysource(tensors, tag);
+  }
+
+  std::atomic<int64_t> allreduces{0}, allreduce_bytes{0}, sends{0}, recvs{0};
+};
+
+}  // namespace
+
+c10::intrusive_ptr<Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                      const c10::intrusive_ptr<c10d::ProcessGroupGloo::Options>& opts) {
+  if (kCountAsked) return c10::make_intrusive<CountedGloo>(store, rank, size, opts);
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts);
+}
 
 void count_collectives_if_asked(Group& g) {
-  const char* count = std::getenv("DDP_COUNT_COLLECTIVES");
-  if (!count || std::string(count) != "1") return;
+  if (!kCountAsked) return;
   g.pg->setSequenceNumberForGroup();
   g.sequence_at_join = g.pg->getSequenceNumberForGroup();
 }
@@ -20,8 +69,14 @@ void count_collectives_if_asked(Group& g) {
 void report_collective_count(const Group& g) noexcept {
   if (!g.pg || !g.sequence_at_join || std::uncaught_exceptions() > 0) return;
   try {
-    log("the process group ran " + std::to_string(g.pg->getSequenceNumberForGroup() - *g.sequence_at_join) +
-        " collectives (DDP_COUNT_COLLECTIVES)");
+    std::string line = "the process group ran " +
+                       std::to_string(g.pg->getSequenceNumberForGroup() - *g.sequence_at_join) + " collectives";
+    if (const auto* counted = dynamic_cast<const CountedGloo*>(g.pg.get())) {
+      line += ": " + std::to_string(counted->allreduces.load()) + " all-reduces of " +
+              std::to_string(counted->allreduce_bytes.load()) + " bytes in all, " + std::to_string(counted->sends.load()) +
+              " sends, " + std::to_string(counted->recvs.load()) + " receives";
+    }
+    log(line + " (DDP_COUNT_COLLECTIVES)");
   } catch (const std::exception& e) {
     log("DDP_COUNT_COLLECTIVES: " + short_what(e));
   }

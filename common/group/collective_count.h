@@ -10,10 +10,18 @@ namespace ddp {
 // reports (a trace span is one line of code to fake). The backend numbers its collectives
 // itself, as torch.distributed's init_process_group starts it doing (c10d's
 // setSequenceNumberForGroup; Python reads it as _get_sequence_number_for_group): each
-// collective (all-reduce, broadcast, barrier, ...) adds one. With DDP_COUNT_COLLECTIVES=1 in
-// the environment, joining starts the numbering, and leaving prints one line:
-//   [rank 0/3] the process group ran 23 collectives (DDP_COUNT_COLLECTIVES)
+// collective (all-reduce, broadcast, barrier, ...) adds one. Sends and receives are not
+// collectives and add nothing, so a ring of sends would go uncounted: the Gloo backend made
+// while counting is ProcessGroupGloo itself with its all-reduce, send and receive counted on the
+// way in (CountedGloo below; the chapters call them through the base class, as they call
+// Gloo's). With DDP_COUNT_COLLECTIVES=1 in the environment the program started with (read
+// before main(), so a program that unsets it counts all the same), leaving prints one line:
+//   [rank 0/3] the process group ran 23 collectives: 21 all-reduces of 2716 bytes in all, 0 sends, 0 receives (DDP_COUNT_COLLECTIVES)
 // Exercise 03.2's check reads it; without the variable nothing changes.
+
+// Step 3's Gloo backend (make_backend): counting as above when asked, else plain Gloo.
+c10::intrusive_ptr<Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                      const c10::intrusive_ptr<c10d::ProcessGroupGloo::Options>& opts);
 
 // After the backend is made (init_process_group): with DDP_COUNT_COLLECTIVES=1, number from here.
 void count_collectives_if_asked(Group& g);

@@ -155,7 +155,7 @@ c10::intrusive_ptr<Backend> make_backend(const c10::intrusive_ptr<c10d::Store>& 
     opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
   }
   try {
-    return c10::make_intrusive<c10d::ProcessGroupGloo>(pg_store, r, n, opts);
+    return make_gloo(pg_store, r, n, opts);  // Gloo, counted when asked: Note [Counted by the backend]
   } catch (const std::exception& e) {
     throw JoinError("Gloo could not connect all ranks although all checked in: " + short_what(e) +
                     " (a rank died meanwhile, or ranks cannot reach each other's address; set GLOO_SOCKET_IFNAME)");

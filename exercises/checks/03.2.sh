@@ -4,10 +4,11 @@
 # time: 25 min
 # build: 03_manual_allreduce
 # proves: at world size 3 each rank's process group runs exactly one all-reduce per step for the
-#         gradients (counted by the backend itself, not by what the program traces: Note [Counted
-#         by the backend] in common/group/process_group.cpp; a step's other collective is the
-#         loss log's), carrying every gradient's bytes (4 bytes x 161 parameters, in the trace),
-#         and the chapter's checks still pass: the ranks agree and match one process within its
+#         gradients, carrying every gradient's bytes (4 bytes x 161 parameters), and no other
+#         collective, send or receive: counted by the backend itself, not by what the program
+#         traces (Note [Counted by the backend] in common/group/collective_count.h; a step's
+#         other all-reduce is the loss log's); the trace shows that one all-reduce; and the
+#         chapter's checks still pass: the ranks agree and match one process within its
 #         tolerance. At world size 2, where every sum is a + b in any order, the run ends
 #         bit-identical to the ring's.
 source "$(dirname "$0")/lib.sh"
@@ -24,21 +25,29 @@ print(len(ar), sum(e.get("args", {}).get("bytes", 0) for e in ar))
 PY
 )
 params=$(( 8 * 16 + 16 + 16 * 1 + 1 ))  # the toy model (common/data/toy_task.h): Linear(8,16), Linear(16,1)
-# The collectives the backend ran, at 4 and at 8 steps: their difference is 4 steps' worth, with
-# joining and the final checks left out. Per step: the gradients' all-reduces and one more, the
-# loss log's (losses.add: every rank's loss averaged for the progress line).
+# What the backend ran, at 4 and at 8 steps (Note [Counted by the backend]): the difference is 4
+# steps' worth, with joining and the final checks left out. Per step: the gradients' all-reduce
+# and one more, the loss log's (losses.add: every rank's 4-byte loss summed for the progress
+# line); no sends or receives (those are the ring's, which --allreduce ring alone runs).
 for n in 4 8; do
   DDP_COUNT_COLLECTIVES=1 run 120 "$WORK/count-$n.log" 02_spawn --nproc-per-node 3 -- "$B/03_manual_allreduce" --steps $n ||
     fail "03_manual_allreduce failed at world size 3: $(grep -E 'WRONG|error|FAIL' "$WORK/count-$n.log" | head -n 3)"
 done
-ran() { sed -n 's/^\[rank 0\/3\] the process group ran \([0-9]*\) collectives.*/\1/p' "$WORK/count-$1.log"; }
-[ -n "$(ran 4)" ] && [ -n "$(ran 8)" ] || fail "the process group did not say how many collectives it ran (DDP_COUNT_COLLECTIVES)"
-per_step=$(( ($(ran 8) - $(ran 4)) / 4 - 1 ))
-[ "$per_step" = 1 ] ||
-  fail "rank 0's process group ran $per_step all-reduces a step for the gradients, not 1: put all gradients into one flat tensor (torch::cat of each g.reshape(-1)), all-reduce it once, divide, and copy each piece back into its gradient (step 4 of 03_manual_allreduce/main.cpp)"
+pattern='^\[rank 0/3\] the process group ran \([0-9]*\) collectives: \([0-9]*\) all-reduces of \([0-9]*\) bytes in all, \([0-9]*\) sends, \([0-9]*\) receives (DDP_COUNT_COLLECTIVES)$'
+counted() { sed -n "s|$pattern|\1 \2 \3 \4 \5|p" "$WORK/count-$1.log"; }
+[ "$(counted 4 | wc -l)" = 1 ] && [ "$(counted 8 | wc -l)" = 1 ] ||
+  fail "rank 0 did not say once, when it left, what its process group ran (DDP_COUNT_COLLECTIVES): did the program leave the group as the chapter does?"
+read -r all4 ar4 by4 se4 re4 <<< "$(counted 4)"
+read -r all8 ar8 by8 se8 re8 <<< "$(counted 8)"
+per_step=$(( (ar8 - ar4) / 4 - 1 ))
+p2p=$(( se8 - se4 + re8 - re4 )) others=$(( all8 - all4 - (ar8 - ar4) ))
+[ "$per_step" = 1 ] && [ "$p2p" = 0 ] && [ "$others" = 0 ] ||
+  fail "rank 0's process group ran $per_step all-reduces a step for the gradients, and in 4 steps $others other collectives and $p2p sends and receives, not 1, 0 and 0: put all gradients into one flat tensor (torch::cat of each g.reshape(-1)), all-reduce it once, divide, and copy each piece back into its gradient (step 4 of 03_manual_allreduce/main.cpp)"
+[ $(( (by8 - by4) / 4 - 4 )) = $(( params * 4 )) ] ||
+  fail "the one all-reduce per step carried $(( (by8 - by4) / 4 - 4 )) bytes, not $(( params * 4 )) (4 bytes x $params parameters): every gradient must travel in it"
 [ "$count" = "$steps" ] || fail "the trace shows $count all-reduces in $steps steps where the process group ran one a step: trace the one all-reduce, as the chapter traces each"
 [ "$bytes" = $(( steps * params * 4 )) ] ||
-  fail "the one all-reduce per step carried $(( bytes / steps )) bytes, not $(( params * 4 )) (4 bytes x $params parameters): every gradient must travel in it"
+  fail "the trace's all-reduce spans carry $(( bytes / steps )) bytes a step where the process group's one carried $(( params * 4 )): trace it with its own size (numel x element_size)"
 # At 2 ranks the flat all-reduce must change no arithmetic: the ring (one tensor at a time, and
 # bit-identical to c10d's at 2 ranks) gives the reference fingerprint.
 run 120 "$WORK/flat2.log" 02_spawn --nproc-per-node 2 -- "$B/03_manual_allreduce" --steps $steps ||

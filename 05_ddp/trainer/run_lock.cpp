@@ -193,7 +193,7 @@ RunLock claim_run_folder(const std::string& folder, Group& group, const torch::D
     torch::Tensor verdict = torch::zeros({kVerdictBytes}, torch::kUInt8);
     std::memcpy(verdict.data_ptr<uint8_t>(), refusal.data(), std::min<size_t>(refusal.size(), kVerdictBytes - 1));
     std::vector<torch::Tensor> tensors{verdict.to(device)};  // NCCL sends GPU tensors only
-    run(group, "broadcast", "run folder claim", kVerdictBytes, [&] { return group.pg->broadcast(tensors); });
+    run(group, "broadcast", "run_folder_claim", kVerdictBytes, [&] { return group.pg->broadcast(tensors); });
     if (group.rank() != 0) {
       const torch::Tensor got = tensors[0].cpu();
       const std::string text(reinterpret_cast<const char*>(got.data_ptr<uint8_t>()));

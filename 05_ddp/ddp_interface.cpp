@@ -156,7 +156,7 @@ std::string DistributedDataParallel::describe_buckets() const {
     std::snprintf(cap, sizeof(cap), "%.*g", digits, static_cast<double>(cap_bytes_) / kMiB);
     if (static_cast<size_t>(std::strtod(cap, nullptr) * kMiB) == cap_bytes_) break;
   }
-  return s + "; a bucket closes once it holds 1 MiB (the first) or " + cap + " MiB (--bucket-cap-mb)";
+  return s + "; a bucket closes once it holds 1 MiB (the first one filled) or " + cap + " MiB (--bucket-cap-mb)";
 }
 
 }  // namespace ddp

@@ -14,7 +14,7 @@
 //   [rank 0/2] data: 60000 train / 10000 test images from /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 //   [rank 0/2] model mlp: 535818 parameters, all-reduced in buckets while backward runs
 //   [rank 0/2] buckets rebuilt in the order gradients became ready: 1 bucket: bucket0 2.04 MiB (6 tensors, fc3.bias to
-//              fc1.weight); a bucket closes once it holds 1 MiB (the first) or 25 MiB (--bucket-cap-mb)
+//              fc1.weight); a bucket closes once it holds 1 MiB (the first one filled) or 25 MiB (--bucket-cap-mb)
 //   [rank 0/2] epoch 1/3 [######....] step 300/300 mean loss 0.4022 lr 3.084e-06 7030 samples/s ETA 0:00
 //   [rank 0/2] validation after step 300: loss 0.4110, accuracy 85.13% (10000 images)
 //   [rank 0/2] checkpoint written: runs/05_ddp/mlp-sgd-fashion-mnist/checkpoints/ckpt-000000300.pt

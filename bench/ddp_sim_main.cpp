@@ -232,7 +232,7 @@ int main(int argc, char** argv) {
     // 1. What was simulated.
     double bytes = 0;
     for (const auto& p : profile.parameters) bytes += static_cast<double>(p.bytes);
-    std::printf("model %s: %zu parameters, %.2f MB of gradients, %zu layers%s%s\n", profile.model.c_str(), profile.parameters.size(),
+    std::printf("model %s: %zu parameter tensors, %.2f MB of gradients, %zu layers%s%s\n", profile.model.c_str(), profile.parameters.size(),
                 bytes / 1e6, profile.layers.size(), profile.source.empty() ? "" : "; from ", profile.source.c_str());
     if (!preset.empty()) std::printf("preset %s: %s\n", preset.c_str(), ddp::sim::find_preset(preset).machine.c_str());
     if (ddp::sim::measured_for(world, net)) {  // Note [Measured all-reduce tables]

@@ -102,7 +102,7 @@ echo "== $cores cores; two ranks' all-reduce over loopback, fitted: back to back
 interference() {  # interference <model>: prints "s a"
   local bytes log=$out/interference-$1.log
   bytes=$("$bin/ddp_sim" --profiles-dir "$root/bench/profiles" --model "$1" --compute-ms 1 --nodes 1 --gpus-per-node 1 |
-    sed -n 's/^model [^:]*: [0-9]* parameters, \([0-9.]*\) MB of gradients.*/\1/p' | awk '{ printf "%d", $1 * 1e6 }')
+    sed -n 's/^model [^:]*: [0-9]* parameter tensors, \([0-9.]*\) MB of gradients.*/\1/p' | awk '{ printf "%d", $1 * 1e6 }')
   OMP_NUM_THREADS=1 "$bin/02_spawn" --nproc-per-node 2 --timeout 120 -- "$bin/allreduce_bench" --interference "$bytes" \
     --compute "$([ "$1" = mlp ] && echo matmul || echo conv)" \
     --rounds "$([ -n "$quick" ] && echo 3 || echo 20)" > "$log" 2>&1 || { cat "$log" >&2; return 1; }

@@ -126,6 +126,7 @@ if [ "$(field kind "$check")" = observation ] && first=$(handout_commit "$root")
   if [ "${DDP_EXERCISE_NO_BUILD:-0}" != 1 ] || [ -d "$given/build-$flavour" ]; then
     # That commit's files into .given/, each copied only when it differs (a build of what changed).
     fresh=$(mktemp -d "${TMPDIR:-/tmp}/given.XXXXXX")
+    trap 'rm -rf "$fresh"' EXIT  # also when stopped half-way (stop.sh exits through it)
     git -C "$root" archive "$first" | tar -x -C "$fresh"
     (cd "$fresh" && find . -type f -printf '%P\n') | while read -r f; do
       cmp -s "$fresh/$f" "$given/$f" || { mkdir -p "$(dirname "$given/$f")" && cp "$fresh/$f" "$given/$f"; }

@@ -574,9 +574,25 @@ std::set<std::string> docs_a_chapter_links() {
   }
   return linked;
 }
+// The pages of docs/ and bench/ that a chapter's page links: a learner is sent there.
+std::set<std::string> pages_a_chapter_links() {
+  std::set<std::string> linked;
+  static const std::regex link(R"(\]\(([^)#\s]*\.md))");
+  for (const std::string& page : markdown_files()) {
+    if (!std::regex_match(page, course_page_re())) continue;
+    std::ifstream in(fs::path(DDP_SOURCE_DIR) / page);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), link); it != std::sregex_iterator(); ++it) {
+      const fs::path target = (fs::path(page).parent_path() / (*it)[1].str()).lexically_normal();
+      const std::string t = target.generic_string();
+      if (t.rfind("docs/", 0) == 0 || t.rfind("bench/", 0) == 0) linked.insert(t);
+    }
+  }
+  return linked;
+}
 bool learner_page(const std::string& page) {
-  static const std::set<std::string> docs = docs_a_chapter_links();
-  return page == "README.md" || std::regex_match(page, course_page_re()) || docs.count(page) > 0;
+  static const std::set<std::string> linked = pages_a_chapter_links();
+  return page == "README.md" || std::regex_match(page, course_page_re()) || linked.count(page) > 0;
 }
 
 // What a learner page must not say, line by line (outside code blocks and invisible markers):
@@ -591,6 +607,7 @@ std::vector<std::string> learner_page_problems(const std::string& name, const st
       {std::regex(R"(Not run by the tests)"), "a note for the tests: make it an invisible <!-- not run: ... --> marker"},
       {std::regex(R"(\bthe walk of)", std::regex::icase), "the tests' walk of the pages: a maintainer's word"},
       {std::regex(R"(\bissue\s+\d+)", std::regex::icase), "an issue number: a maintainer's word"},
+      {std::regex(R"(\b[A-Za-z][\w.-]*(/[\w.-]+)?#\d+\b)"), "an issue number: a maintainer's word"},
   };
   const std::regex heading(R"(^#{1,6}\s.*)"), dated(R"(\b20\d\d-\d\d-\d\d\b)"), in_pytorch(R"(^#{1,6}\s+In PyTorch\b.*)");
   // Where a learner meets no word of the maintainers' at all (headings, "In PyTorch", the
@@ -600,8 +617,12 @@ std::vector<std::string> learner_page_problems(const std::string& name, const st
       {std::regex(R"(\b[A-Z][A-Za-z]+(/[A-Z][A-Za-z]+)?\.[A-Z][a-z][A-Za-z]+\b)"), "a test's name: the maintainers' catalogue (docs/tests.md)"},
       {std::regex(R"(\bCI\b)"), "CI: a maintainer's word"},
       {std::regex(R"(\bctest\b)"), "ctest: a maintainer's tool"},
+      {std::regex(R"('s tests\b)", std::regex::icase), "'the tests': the maintainers' harness"},
+      {std::regex(R"(\btests/(?!\w+_reference\.py)[\w.-]+)"), "a test's file: the maintainers' harness (a PyTorch twin, tests/*_reference.py, is the one a learner runs)"},
   };
-  const bool whole_page = name == "exercises/README.md" || name.find("going_further") != std::string::npos;
+  // A page a chapter sends the learner to (docs/, bench/) is read as a going-further page is.
+  const bool whole_page = name == "exercises/README.md" || name.find("going_further") != std::string::npos ||
+                          (name.find('/') != std::string::npos && !std::regex_match(name, course_page_re()));
   bool pytorch_section = false;
   static const std::regex code_span("`[^`]*`");
   for (const auto& [n, raw] : page.prose) {
@@ -688,7 +709,7 @@ TEST(Docs, LearnerPageCheckFindsPlantedHarnessWords) {
   const std::string good =
       "# Zero (chapter 05, going further)\n\nZeRO-1 shards the optimizer state. Back to\n[the chapter](../README.md).\n\n"
       "<!-- not run: needs a GPU -->\n```sh\n./x   # Not run by the tests in a comment of code is code\n```\n"
-      "The walk itself is cheap: 14 nodes.\n";
+      "The walk itself is cheap: 14 nodes. Its twin `tests/ddp_reference.py` runs it; see [a](#x1).\n";
   EXPECT_TRUE(learner_page_problems("05_ddp/going_further/zero.md", good).empty())
       << ::testing::PrintToString(learner_page_problems("05_ddp/going_further/zero.md", good));
   const std::string bad =
@@ -698,7 +719,8 @@ TEST(Docs, LearnerPageCheckFindsPlantedHarnessWords) {
       "## Measured (issue 14)\n"                                                                      // 7
       "## One run, 2026-11-24\n"                                                                      // 8
       "The check `Docs.EveryFigureHasItsSource` holds it, as CI does.\n"                              // 9: a name, CI
-      "## What the tests prove\n";                                                                    // 10
+      "## What the tests prove\n"                                                                     // 10
+      "See pytorch#107021 and `tests/test_observe.cpp`; the cuda build's tests run it.\n";            // 11
   const auto found = learner_page_problems("05_ddp/going_further/zero.md", bad);
   const std::string all = ::testing::PrintToString(found);
   auto has = [&](const std::string& s) { return rb::mentions(found, s); };
@@ -711,7 +733,10 @@ TEST(Docs, LearnerPageCheckFindsPlantedHarnessWords) {
   EXPECT_TRUE(has("zero.md:9: CI")) << all;
   EXPECT_TRUE(has("zero.md:10: 'the tests'")) << all;
   EXPECT_TRUE(has("zero.md:5: 'the tests'")) << all;
-  EXPECT_EQ(found.size(), 9u) << all;
+  EXPECT_TRUE(has("zero.md:11: an issue number")) << all;
+  EXPECT_TRUE(has("zero.md:11: a test's file")) << all;
+  EXPECT_TRUE(has("zero.md:11: 'the tests'")) << all;
+  EXPECT_EQ(found.size(), 12u) << all;
   // In a chapter's README: only its headings and its "In PyTorch" section are held to it.
   const std::string chapter =
       "# 05\n\n## In PyTorch\nThe tests hold this to `Trainer/TrainerMatchesPyTorchDDP.FinalParameters`.\n\n"  // 4
@@ -721,6 +746,7 @@ TEST(Docs, LearnerPageCheckFindsPlantedHarnessWords) {
   EXPECT_TRUE(rb::mentions(in_chapter, "README.md:4: 'the tests'")) << ::testing::PrintToString(in_chapter);
   EXPECT_TRUE(learner_page("docs/settings.md"));
   EXPECT_TRUE(learner_page("docs/memory.md"));
+  EXPECT_TRUE(learner_page("bench/README.md"));  // linked from chapters 03 and 07
   const auto lost = learner_page_problems("05_ddp/going_further/x.md", "# X\n\nA point, and no way back.\n");
   EXPECT_EQ(lost.size(), 1u) << ::testing::PrintToString(lost);
   EXPECT_FALSE(learner_page("docs/walk.md"));

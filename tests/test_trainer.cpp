@@ -906,15 +906,15 @@ TEST(Trainer, TheLogReportsTheBucketsAfterTheRebuild) {
   for (const Case& c :
        {Case{{"--bucket-cap-mb", "0.1"},
              "buckets rebuilt in the order gradients became ready: 1 bucket: bucket0 2.04 MiB (6 tensors, fc3.bias to fc1.weight); "
-             "a bucket closes once it holds 1 MiB (the first) or 0.1 MiB (--bucket-cap-mb)"},
+             "a bucket closes once it holds 1 MiB (the first one filled) or 0.1 MiB (--bucket-cap-mb)"},
         Case{{"--model", "cnn"},
              "buckets rebuilt in the order gradients became ready: 2 buckets: bucket0 3.07 MiB (4 tensors, fc2.bias to fc1.weight), "
-             "bucket1 73.5 KiB (4 tensors, conv2.weight to conv1.bias); a bucket closes once it holds 1 MiB (the first) or 25 MiB "
+             "bucket1 73.5 KiB (4 tensors, conv2.weight to conv1.bias); a bucket closes once it holds 1 MiB (the first one filled) or 25 MiB "
              "(--bucket-cap-mb)"},
         Case{{"--model", "cnn", "--bucket-cap-mb", "0.01"},
              "buckets rebuilt in the order gradients became ready: 3 buckets: bucket0 3.07 MiB (4 tensors, fc2.bias to fc1.weight), "
              "bucket1 72.0 KiB (1 tensor, conv2.weight), bucket2 1.5 KiB (3 tensors, conv2.bias to conv1.bias); a bucket closes "
-             "once it holds 1 MiB (the first) or 0.01 MiB (--bucket-cap-mb)"}}) {
+             "once it holds 1 MiB (the first one filled) or 0.01 MiB (--bucket-cap-mb)"}}) {
     auto r = trainer(2, plus(plus(small_run(out), c.flags), {"--synthetic", "--max-steps", "3", "--reset"}));
     expect_ok(r);
     EXPECT_EQ(count(r.output, "[rank 0/2] " + c.line + "\n"), 1) << r.output;

@@ -20,9 +20,9 @@ chapter_01_join_group() {
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   echo
   echo "== 01_join_group: two ranks started separately, as from two terminals (port $port)"
-  "$bin/01_join_group" --rank 1 --world-size 2 --master-port "$port" --timeout 30 &
+  "$bin/01_join_group" --rank 1 --world-size 2 --master-port "$port" &
   rank1=$!
-  "$bin/01_join_group" --rank 0 --world-size 2 --master-port "$port" --timeout 30
+  "$bin/01_join_group" --rank 0 --world-size 2 --master-port "$port"
   wait $rank1
 }
 
@@ -30,28 +30,28 @@ chapter_02_spawn() {
   local bin=$1
   echo
   echo "== 02_spawn: one launcher forks both ranks, as two simulated nodes"
-  "$bin/02_spawn" --nnodes 2 --nproc-per-node 1 --timeout 30
+  "$bin/02_spawn" --nnodes 2 --nproc-per-node 1
 }
 
 chapter_03_manual_allreduce() {
   local bin=$1
   echo
   echo "== 03_manual_allreduce: gradients averaged by hand, 2 ranks forked by 02_spawn"
-  "$bin/02_spawn" --world-size 2 --timeout 30 -- "$bin/03_manual_allreduce" --timeout 30
+  "$bin/02_spawn" --world-size 2 -- "$bin/03_manual_allreduce"
 }
 
 chapter_04_grad_hooks() {
   local bin=$1
   echo
   echo "== 04_grad_hooks: the same averaging in gradient hooks (async), with Adam"
-  "$bin/02_spawn" --world-size 2 --timeout 30 -- "$bin/04_grad_hooks" --comm async --optimizer adam --timeout 30
+  "$bin/02_spawn" --world-size 2 -- "$bin/04_grad_hooks" --comm async --optimizer adam
 }
 
 chapter_05_ddp() {
   local bin=$1
   echo
   echo "== 05_ddp: our own DDP class training an MLP on Fashion-MNIST, 300 steps (outputs in runs/05_ddp)"
-  "$bin/05_ddp" --nproc-per-node 2 --max-steps 300 --log-every 100 --reset --out "$course_root/runs/05_ddp" --timeout 30
+  "$bin/05_ddp" --nproc-per-node 2 --max-steps 300 --log-every 100 --reset --out "$course_root/runs/05_ddp"
 }
 
 chapter_06_slurm() {
@@ -60,14 +60,14 @@ chapter_06_slurm() {
   echo "== 06_slurm: the same trainer as a Slurm job on a simulated 2-node cluster; a preemption drill"
   echo "   2 s into training makes it checkpoint and requeue itself, and the requeued job resumes"
   "$bin/06_slurm" --local --nodes 2 --tasks-per-node 1 --out-dir "$course_root/runs/06_slurm" \
-    -- --max-steps 500 --log-every 100 --drill-after 2 --timeout 30
+    -- --max-steps 500 --log-every 100 --drill-after 2
 }
 
 chapter_07_fsdp() {
   local bin=$1
   echo
   echo "== 07_fsdp: the same trainer with each rank keeping half of the model (FSDP), 300 steps (outputs in runs/07_fsdp)"
-  "$bin/07_fsdp" --nproc-per-node 2 --max-steps 300 --log-every 100 --reset --out "$course_root/runs/07_fsdp" --timeout 30
+  "$bin/07_fsdp" --nproc-per-node 2 --max-steps 300 --log-every 100 --reset --out "$course_root/runs/07_fsdp"
 }
 
 course_done() {

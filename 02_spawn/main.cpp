@@ -12,11 +12,11 @@
 //   ./build-cpu/02_spawn --world-size 2 -- ./build-cpu/01_join_group     # any program as the workers
 //
 // Expected output (--nnodes 2 --nproc-per-node 2; the workers' lines interleave):
-//   [launcher] starting 4 workers (2 node(s) x 2 per node), store on 127.0.0.1:39025 (port chosen by the OS)
+//   [launcher] starting 4 workers (2 node(s) x 2 per node), store on 127.0.0.1:43929 (port chosen by the OS)
 //   [rank 0/4] node 0, local rank 0: Rank 0 has joined the process group!
 //   [rank 0/4] check: all-reduce(SUM) of the ranks = 6, n(n-1)/2 = 6: OK
 //   [rank 0/4] all 4 ranks passed the check
-//   [launcher] all 4 workers exited 0 in 0.219s
+//   [launcher] all 4 workers exited 0 in 0.197s
 
 #include <signal.h>
 #include <sys/prctl.h>

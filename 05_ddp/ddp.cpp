@@ -21,8 +21,8 @@ namespace ddp {
 // default) and all-reduces each bucket as one flat tensor. A bucket starts its all-reduce as
 // soon as its last gradient has been accumulated, while backward goes on with earlier layers:
 // that is the overlap. Gradients become ready in reverse layer order, so the buckets are built
-// from the last parameters to the first. The bucket that holds the first layers is finished
-// last and nothing can overlap it, so PyTorch keeps the first one built small (1 MiB).
+// from the last parameters to the first, and the first bucket filled, the first ready, closes
+// at 1 MiB: its all-reduce starts early in backward instead of after 25 MiB of gradients.
 // "Small" is a floor, not a ceiling: a bucket closes once it holds at least its limit, so the
 // MLP (its last five tensors 0.5 MiB, then fc1.weight's 1.5 MiB) is one bucket at any
 // --bucket-cap-mb, and a tensor larger than the cap fills a bucket of its own. (PyTorch 2.11,

@@ -29,6 +29,7 @@ status=$build/run-sh-builds.txt
 : > "$status"
 later=("${course_chapters[@]:1}" "${course_tools[@]}")
 echo "[build cpu] ${later[*]}: building in the background meanwhile (nice 19; log: $log)"
+echo "[build cpu] while it compiles, the chapters below share the cores with it: their times, samples/s and overlap shares are then a busy machine's"
 setsid nice -n 19 bash -c 'build=$1 log=$2 status=$3; shift 3
   for t in "$@"; do
     rc=0; cmake --build "$build" -j2 --target "$t" >> "$log" 2>&1 || rc=$?

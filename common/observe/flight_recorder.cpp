@@ -36,8 +36,8 @@ std::string no_spaces(std::string s) {
 
 std::string human_bytes(int64_t b) {
   char buf[32];
-  if (b >= 1 << 20) std::snprintf(buf, sizeof(buf), "%.1f MiB", b / 1048576.0);
-  else if (b >= 1 << 10) std::snprintf(buf, sizeof(buf), "%.1f KiB", b / 1024.0);
+  if (b >= 1 << 20) std::snprintf(buf, sizeof(buf), "%.2f MiB", b / 1048576.0);
+  else if (b >= 1 << 10) std::snprintf(buf, sizeof(buf), "%.2f KiB", b / 1024.0);
   else std::snprintf(buf, sizeof(buf), "%lld B", static_cast<long long>(b));
   return buf;
 }

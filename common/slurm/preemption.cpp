@@ -31,7 +31,7 @@ namespace ddp {
 //      and SLURM_RESTART_COUNT=1, and the trainer resumes from the checkpoint on its own.
 //      (4 and 5: stop_for_requeue(), stop_vote.cpp.)
 // Which signal: SIGUSR1 is Lightning's default, but NCCL may install its own SIGUSR1 handler,
-// so submitit moved to SIGUSR2 (submitit#1697; NVIDIA/nccl#704), and so do we; --requeue-signal changes it.
+// so submitit moved to SIGUSR2 (after its users' reports), and so do we; --requeue-signal changes it.
 // Without --signal a job gets only SIGTERM at its limit, and SIGKILL KillWait seconds later:
 // nothing warned it, so everything since its last checkpoint is lost.
 namespace {

@@ -561,19 +561,6 @@ const std::regex& course_page_re() {
   static const std::regex re(R"(^(\d\d_[^/]+/.*\.md|exercises/README\.md|common/README\.md)$)");
   return re;
 }
-std::set<std::string> docs_a_chapter_links() {
-  std::set<std::string> linked;
-  static const std::regex link(R"(\]\(((\.\./)*)docs/([A-Za-z0-9_]+\.md))");
-  for (const std::string& page : markdown_files()) {
-    if (!std::regex_match(page, course_page_re())) continue;
-    std::ifstream in(fs::path(DDP_SOURCE_DIR) / page);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    for (auto it = std::sregex_iterator(text.begin(), text.end(), link); it != std::sregex_iterator(); ++it) {
-      linked.insert("docs/" + (*it)[3].str());
-    }
-  }
-  return linked;
-}
 // The pages of docs/ and bench/ that a chapter's page links: a learner is sent there.
 std::set<std::string> pages_a_chapter_links() {
   std::set<std::string> linked;
@@ -583,12 +570,19 @@ std::set<std::string> pages_a_chapter_links() {
     std::ifstream in(fs::path(DDP_SOURCE_DIR) / page);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     for (auto it = std::sregex_iterator(text.begin(), text.end(), link); it != std::sregex_iterator(); ++it) {
-      const fs::path target = (fs::path(page).parent_path() / (*it)[1].str()).lexically_normal();
-      const std::string t = target.generic_string();
+      const std::string t = (fs::path(page).parent_path() / (*it)[1].str()).lexically_normal().generic_string();
       if (t.rfind("docs/", 0) == 0 || t.rfind("bench/", 0) == 0) linked.insert(t);
     }
   }
   return linked;
+}
+// Of those, docs/'s: the pages docs/README.md and the top README list as beside the chapters.
+std::set<std::string> docs_a_chapter_links() {
+  std::set<std::string> docs;
+  for (const std::string& p : pages_a_chapter_links()) {
+    if (p.rfind("docs/", 0) == 0) docs.insert(p);
+  }
+  return docs;
 }
 bool learner_page(const std::string& page) {
   static const std::set<std::string> linked = pages_a_chapter_links();

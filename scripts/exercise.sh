@@ -116,6 +116,11 @@ targets=$(field build "$check")
 # student's. lib.sh refuses an observation check started in a handout without this script.
 # Coding checks run the student's build: it is their work.
 source "$root/scripts/handout.sh"
+# A copy without the solutions is a handout; without its git history it cannot say what was handed out.
+if [ "$(field kind "$check")" = observation ] && [ ! -d "$root/exercises/solutions" ] && ! handout_commit "$root" > /dev/null; then
+  echo "FAIL $id: this copy has no solutions and no git history of the course as handed out (its .git): an observation check runs that course, so restore .git or ask your teacher for a new handout"
+  exit 2
+fi
 if [ "$(field kind "$check")" = observation ] && first=$(handout_commit "$root"); then
   given=$root/.given flavour=cpu
   [[ ${DDP_BUILD%/} == *build-cuda ]] && flavour=cuda
@@ -132,6 +137,8 @@ if [ "$(field kind "$check")" = observation ] && first=$(handout_commit "$root")
       cmp -s "$fresh/$f" "$given/$f" || { mkdir -p "$(dirname "$given/$f")" && cp "$fresh/$f" "$given/$f"; }
     done
     rm -rf "$fresh"
+    # Its programs linked again each time (seconds): one put in their place does not stay.
+    for t in $targets; do rm -f "$given/build-$flavour/$t"; done
     echo "exercise $id: building $targets in .given/build-$flavour (log: .given/build.log) ..."
     DDP_VENV=${DDP_VENV:-$root/.venv} "$given/scripts/build.sh" "$flavour" $targets > "$given/build.log" 2>&1 &
     if ! wait $!; then

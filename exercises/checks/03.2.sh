@@ -7,13 +7,16 @@
 #         gradients, carrying every gradient's bytes (4 bytes x 161 parameters), and no other
 #         collective, send or receive: counted by the backend itself, not by what the program
 #         traces (Note [Counted by the backend] in common/group/collective_count.h; a step's
-#         other all-reduce is the loss log's); the trace shows that one all-reduce; and the
+#         other all-reduce is the loss log's); the trace shows that one all-reduce; at 3 ranks
+#         the parameters end bit-identical to PyTorch's with one flat all-reduce a step
+#         (flat_allreduce_reference.py: the arithmetic, which no printed line fakes); and the
 #         chapter's checks still pass: the ranks agree and match one process within its
 #         tolerance. At world size 2, where every sum is a + b in any order, the run ends
 #         bit-identical to the ring's.
 source "$(dirname "$0")/lib.sh"
 steps=4
-run 120 "$WORK/run.log" 02_spawn --nproc-per-node 3 -- "$B/03_manual_allreduce" --steps $steps --trace "$WORK/t.json" ||
+run 120 "$WORK/run.log" 02_spawn --nproc-per-node 3 -- "$B/03_manual_allreduce" --steps $steps --trace "$WORK/t.json" \
+  --save-init "$WORK/init.pt" --save-params "$WORK/final.pt" ||
   fail "03_manual_allreduce did not pass its checks at world size 3: $(grep -E 'WRONG|error|FAIL' "$WORK/run.log" | head -n 3)"
 # All-reduce spans of rank 0: how many per step, and their bytes.
 read -r count bytes < <(python3 - "$WORK/t.json" <<'PY'
@@ -48,6 +51,19 @@ p2p=$(( se8 - se4 + re8 - re4 )) others=$(( all8 - all4 - (ar8 - ar4) ))
 [ "$count" = "$steps" ] || fail "the trace shows $count all-reduces in $steps steps where the process group ran one a step: trace the one all-reduce, as the chapter traces each"
 [ "$bytes" = $(( steps * params * 4 )) ] ||
   fail "the trace's all-reduce spans carry $(( bytes / steps )) bytes a step where the process group's one carried $(( params * 4 )): trace it with its own size (numel x element_size)"
+# The arithmetic itself: PyTorch, over its own Gloo of the same version, trains from the same
+# initial parameters with one flat all-reduce a step (flat_allreduce_reference.py). Gloo cuts the
+# one tensor into the same segments on both sides, so the run ends bit-identical to it; at 3
+# ranks per-gradient all-reduces, or a ring of sends, sum in other orders and end elsewhere.
+cache=$B/CMakeCache.txt
+[ -f "$cache" ] || cache=$(dirname "$(readlink -f "$B/02_spawn")")/CMakeCache.txt
+py=$(sed -n 's/^DDP_REFERENCE_PYTHON:[A-Z]*=//p' "$cache" 2>/dev/null)
+[ -n "$py" ] && [ -x "$py" ] ||
+  fail "this build has no Python with PyTorch to compare with (DDP_REFERENCE_PYTHON in $cache): scripts/setup.sh installs it (python3-torch), then scripts/build.sh cpu"
+verdict=$(cd "$WORK" && timeout -k 5 120 "$py" "$ROOT/exercises/checks/flat_allreduce_reference.py" --init init.pt \
+  --compare final.pt --world-size 3 --steps $steps 2>&1)
+[[ $verdict == *"bit-identical: yes"* ]] ||
+  fail "at world size 3 the run did not end where one flat all-reduce a step ends (${verdict##*$'\n'}): all-reduce every gradient, flattened in the model's parameter order, in that one all-reduce, then copy each piece back and divide it"
 # At 2 ranks the flat all-reduce must change no arithmetic: the ring (one tensor at a time, and
 # bit-identical to c10d's at 2 ranks) gives the reference fingerprint.
 run 120 "$WORK/flat2.log" 02_spawn --nproc-per-node 2 -- "$B/03_manual_allreduce" --steps $steps ||
@@ -59,4 +75,4 @@ fp() { fingerprint "$1" 0/2; }
   fail "at world size 2 the run ended with fingerprint $(fp "$WORK/flat2.log"), the ring's run with $(fp "$WORK/ring2.log"): a flat all-reduce changes no sum at 2 ranks; is every gradient copied back to its own place, and divided once?"
 # What 3 ranks gave against one process, for the student to set beside the 2 ranks' fingerprint.
 diff3=$(sed -n 's/^\[rank 0\/3\] check: single process on the global batch: max |diff| = \([^ ]*\) .*/\1/p' "$WORK/run.log" | head -n 1)
-pass "one all-reduce of $(( params * 4 )) bytes per step; $(grep -c ': OK' "$WORK/run.log") checks OK; at 2 ranks fingerprint $(fp "$WORK/flat2.log"), the ring's too; at 3 ranks max |diff| ${diff3:-?} against one process"
+pass "one all-reduce of $(( params * 4 )) bytes per step, at 3 ranks bit-identical to PyTorch's; $(grep -c ': OK' "$WORK/run.log") checks OK; at 2 ranks fingerprint $(fp "$WORK/flat2.log"), the ring's too; at 3 ranks max |diff| ${diff3:-?} against one process"

@@ -17,6 +17,7 @@ run 120 "$WORK/zero.log" 05_ddp --nproc-per-node 5 --model cnn_bn --zero --synth
 line=$(last_match '^\[rank 3/5\] ZeRO-1: optimizer state on this rank' "$WORK/zero.log")
 truth=$(echo "$line" | sed -n 's/.*on this rank \([0-9]*\) bytes of \([0-9]*\) (1\/world = \([0-9]*\).*/\1/p')
 [ -n "$truth" ] || fail "05_ddp printed no ZeRO-1 line for rank 3: $(tail -n 3 "$WORK/zero.log")"
+[[ $ANSWER =~ ^[0-9]+$ ]] || fail "you wrote '$ANSWER'; write the number of bytes alone (05.7: 123)"
 [ "$ANSWER" = "$truth" ] ||
   fail "you wrote '$ANSWER'; write the bytes of optimizer state (SGD's momentum, float32) that rank 3 holds at 5 ranks"
 pass "rank 3 holds $truth bytes of optimizer state"

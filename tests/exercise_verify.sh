@@ -98,7 +98,13 @@ if [ "${1:-}" = --handout ]; then
   out=$(DDP_BUILD=$build bash "$scratch/h/exercises/checks/04.2.sh" 2>&1); code=$?
   [ $code = 1 ] && [[ $out == *"FAIL 04.2: an observation check runs the course as handed out: check it with scripts/exercise.sh 04.2"* ]] ||
     { echo "observation check 04.2 started directly in a handout: exit $code: $out"; exit 1; }
-  echo "handout: no solutions, and a README that says so; a git repository with the course as its one commit; --solution says so; the exercise tests skip; the checks run and FAIL untouched; an observation check runs the course as handed out, and only through exercise.sh"
+  # Without its .git a handout cannot say what was handed out: refused, not run on the student's build.
+  mv "$scratch/h/.git" "$scratch/h.git"
+  out=$(DDP_BUILD=$build DDP_EXERCISE_NO_BUILD=1 "$scratch/h/scripts/exercise.sh" 04.2 2>&1); code=$?
+  mv "$scratch/h.git" "$scratch/h/.git"
+  [ $code = 2 ] && [[ $out == *"FAIL 04.2: this copy has no solutions and no git history"* ]] ||
+    { echo "observation check 04.2 in a handout without its .git: exit $code: $out"; exit 1; }
+  echo "handout: no solutions, and a README that says so; a git repository with the course as its one commit; --solution says so; the exercise tests skip; the checks run and FAIL untouched; an observation check runs the course as handed out, only through exercise.sh, and not without the handout's .git"
   exit 0
 fi
 

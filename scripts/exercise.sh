@@ -156,6 +156,12 @@ elif [ "${DDP_EXERCISE_NO_BUILD:-0}" != 1 ]; then
     echo "No build in $DDP_BUILD yet: run scripts/run.sh (or scripts/build.sh cpu) first." >&2
     exit 2
   fi
+  # In a handout, the student's own programs are linked again each time (seconds), so that a
+  # program copied in from another build does not stay (not in the course's shared build folders,
+  # whose programs other tests may be running).
+  if handout_commit "$root" > /dev/null && [[ $(cd "$DDP_BUILD" && pwd -P)/ == "$(cd "$root" && pwd -P)"/* ]]; then
+    for t in $targets; do rm -f "$DDP_BUILD/$t"; done
+  fi
   echo "exercise $id: building $targets in ${DDP_BUILD#$root/} ..."
   cmake --build "$DDP_BUILD" -j2 --target $targets > "$DDP_BUILD/exercise-build.log" 2>&1 &
   if ! wait $!; then  # in the background, so that a stop is not held until the build ends

@@ -50,7 +50,7 @@ def place(n):  # where named_parameters() of the Sequential puts it: layer, then
 if len(set(names)) != len(names) or None in map(place, names):
     print("FAIL the names %s are not each parameter's once, as model->named_parameters() names them (the key of each item)" % names); sys.exit()
 if names != sorted(names, key=place, reverse=True):
-    print("FAIL the names %s are not in the reverse of the order the model defines them: is each hook logging its own parameter's name (capture it in the lambda)?" % names); sys.exit()
+    print("FAIL the names %s are not in the order in which backward made the gradients ready: is each hook logging its own parameter's name, as named_parameters() gives it (capture it in the lambda)?" % names); sys.exit()
 print("PASS one line per parameter, each logged by its hook after the all-reduce before it started and before its own did, in the order backward made the gradients ready")
 PY
 verdict=$(cat "$WORK/verdict")

@@ -23,10 +23,10 @@ trainer small --bucket-cap-mb 0.1
 [ "$count" -ge 2 ] ||
   fail "the MLP at --bucket-cap-mb 0.1 is still $count bucket: the first bucket closes at 1 MiB whatever the cap; in finish_backward (05_ddp/ddp.cpp, step 7) make its limit the cap when the cap is smaller (${line#*ready: })"
 small_line=$line small_print=$print
-grep -q 'holds 1 MiB (the first)' <<< "$small_line" &&
+grep -q 'holds 1 MiB (the first one filled)' <<< "$small_line" &&
   fail "the buckets are right, but the log still says the first one closes at 1 MiB: make describe_buckets (05_ddp/ddp_interface.cpp) print the first bucket's real limit"
-grep -q 'holds 0.1 MiB (the first)' <<< "$small_line" ||
-  fail "the log must say where the first bucket closes now, 'a bucket closes once it holds 0.1 MiB (the first)': make describe_buckets (05_ddp/ddp_interface.cpp) print the first bucket's real limit"
+grep -q 'holds 0.1 MiB (the first one filled)' <<< "$small_line" ||
+  fail "the log must say where the first bucket closes now, 'a bucket closes once it holds 0.1 MiB (the first one filled)': make describe_buckets (05_ddp/ddp_interface.cpp) print the first bucket's real limit"
 trainer one --one-bucket
 [ "$count" = 1 ] || fail "--one-bucket must stay one bucket, it is now $count: keep kOneBucket as the first bucket's limit there"
 [ -n "$print" ] || fail "05_ddp --one-bucket printed no params fingerprint line: $(tail -n 2 "$WORK/one.log")"

@@ -23,7 +23,7 @@
 //   [rank 0/2] check: single process on the global batch: max |diff| = 2.98e-08 <= 1e-05: OK
 //   [rank 0/2] check: the loss went down: 0.2615 -> 0.1072: OK
 //   [rank 0/2] params fingerprint bbff0abd97303d08 (bit-identical runs print the same)
-// With --allreduce ring at 3 ranks, before those checks (the ranks' byte counts differ by a chunk):
+// With --allreduce ring at 3 ranks, before those checks (the ranks' counts differ: uneven chunks):
 //   [rank 0/3] ring: sent 868 bytes per step; 2(n-1)/n x 644 bytes = 858.7
 //   [rank 0/3] check: ring bytes sent by all ranks: 2576 = 2(n-1) x 644: OK
 //   [rank 0/3] check: ring against c10d's all-reduce: max |diff| = 5.96e-08 (tolerance 1e-05): OK

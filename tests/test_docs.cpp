@@ -608,7 +608,7 @@ std::vector<std::string> learner_page_problems(const std::string& name, const st
   // exercises' page, going-further pages): not the tests, a test's name, CI or ctest.
   const std::vector<std::pair<std::regex, std::string>> maintainers = {
       {std::regex(R"(\bthe tests?\b)", std::regex::icase), "'the tests': the maintainers' harness"},
-      {std::regex(R"(\b[A-Z][A-Za-z]+(/[A-Z][A-Za-z]+)?\.[A-Z][a-z][A-Za-z]+\b)"), "a test's name: the maintainers' catalogue (docs/tests.md)"},
+      {std::regex(R"(\b[A-Z][A-Za-z0-9]+(/[A-Z][A-Za-z0-9]+)?\.[A-Z][a-z][A-Za-z0-9]+\b)"), "a test's name: the maintainers' catalogue (docs/tests.md)"},
       {std::regex(R"(\bCI\b)"), "CI: a maintainer's word"},
       {std::regex(R"(\bctest\b)"), "ctest: a maintainer's tool"},
       {std::regex(R"('s tests\b)", std::regex::icase), "'the tests': the maintainers' harness"},

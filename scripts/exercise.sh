@@ -116,12 +116,13 @@ targets=$(field build "$check")
 # student's. lib.sh refuses an observation check started in a handout without this script.
 # Coding checks run the student's build: it is their work.
 source "$root/scripts/handout.sh"
+kind=$(field kind "$check")
 # A copy without the solutions is a handout; without its git history it cannot say what was handed out.
-if [ "$(field kind "$check")" = observation ] && [ ! -d "$root/exercises/solutions" ] && ! handout_commit "$root" > /dev/null; then
+if [ "$kind" = observation ] && [ ! -d "$root/exercises/solutions" ] && ! handout_commit "$root" > /dev/null; then
   echo "FAIL $id: this copy has no solutions and no git history of the course as handed out (its .git): an observation check runs that course, so restore .git or ask your teacher for a new handout"
   exit 2
 fi
-if [ "$(field kind "$check")" = observation ] && first=$(handout_commit "$root"); then
+if [ "$kind" = observation ] && first=$(handout_commit "$root"); then
   given=$root/.given flavour=cpu
   [[ ${DDP_BUILD%/} == *build-cuda ]] && flavour=cuda
   echo "exercise $id: an observation check runs the course as handed out (not your changes), built in .given/build-$flavour"

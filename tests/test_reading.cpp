@@ -85,12 +85,17 @@ struct ReadingPath {
   std::vector<std::string> exercise_files;  // *.cpp / *.h an exercise of the README names
 };
 
+// The `*.cpp` and `*.h` files a line of an exercise names, added to `files`.
+void add_named_files(const std::string& line, std::vector<std::string>& files) {
+  static const std::regex named_file(R"(`([^`\s]*[A-Za-z_0-9]\.(?:cpp|h))`)");
+  for (std::sregex_iterator it(line.begin(), line.end(), named_file), end; it != end; ++it) files.push_back((*it)[1]);
+}
+
 ReadingPath read_path(const std::string& readme) {
   ReadingPath r;
   const std::vector<std::string> lines = lines_of_text(readme);
   const std::regex head(R"(^Read, in this order \((\d+) lines with this page up to its exercises\):)");
   const std::regex numbered(R"(^\d+\.\s)");
-  const std::regex named_file(R"(`([^`\s]*[A-Za-z_0-9]\.(?:cpp|h))`)");
   bool in_list = false, in_exercises = false, in_exercise_list = false;
   std::string last_path;
   const std::regex marker(R"(^<!--((?!-->).)*-->\s*$)");  // one comment, nothing visible beside it
@@ -123,7 +128,7 @@ ReadingPath read_path(const std::string& readme) {
     }
     if (!in_exercises && std::regex_match(l, marker)) ++markers;  // invisible on the page
     if (in_exercises) {
-      for (std::sregex_iterator it(l.begin(), l.end(), named_file), end; it != end; ++it) r.exercise_files.push_back((*it)[1]);
+      add_named_files(l, r.exercise_files);
     }
   }
   if (!in_exercises && r.page_lines == 0) r.page_lines = static_cast<int>(lines.size()) - markers;  // no exercises
@@ -197,15 +202,13 @@ std::vector<std::string> reading_path_problems(const fs::path& chapter, const fs
   // An exercise on a going-further page of the chapter ("## Exercise 05.7: ...", to the next
   // heading) is one of the chapter's too: the files it names are on the same two lists.
   if (fs::is_directory(chapter / "going_further")) {
-    const std::regex named_file(R"(`([^`\s]*[A-Za-z_0-9]\.(?:cpp|h))`)");
     for (const auto& entry : fs::directory_iterator(chapter / "going_further")) {
       if (entry.path().extension() != ".md") continue;
       std::ifstream in(entry.path());
       bool in_exercise = false;
       for (std::string l; std::getline(in, l);) {
         if (l.rfind("## ", 0) == 0) in_exercise = l.rfind("## Exercise", 0) == 0;
-        if (!in_exercise) continue;
-        for (std::sregex_iterator it(l.begin(), l.end(), named_file), end; it != end; ++it) r.exercise_files.push_back((*it)[1]);
+        if (in_exercise) add_named_files(l, r.exercise_files);
       }
     }
   }

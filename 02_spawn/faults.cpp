@@ -28,7 +28,7 @@ namespace spawn {
 // fires once every rank has joined: each rank checks in through the store after it joined, and
 // the failing one waits for all of them (at most --timeout). A rank that died while another was
 // still connecting its Gloo pairs would fail that one's group instead ("Gloo could not connect all
-// ranks although all checked in", seen under load), before its flight recorder could name it.
+// ranks although all checked in"), before its flight recorder could name it.
 
 void add_fault_flags(CLI::App& app, Fault& fault) {
   app.add_option("--fail-rank", fault.rank, "Make this rank fail on purpose after joining");

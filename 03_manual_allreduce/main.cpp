@@ -161,8 +161,8 @@ namespace ch03 {
 // chunk to the next rank and adds the chunk it receives from the previous one into its own;
 // then rank r holds chunk r+1 summed over all ranks. All-gather: n-1 more steps pass the summed
 // chunks on around the ring, each one received in place. A rank sends 2(n-1) chunks of about
-// 1/n of the tensor each: 2(n-1)/n of it, nearly twice the tensor however many ranks there are,
-// which is why the ring is the bandwidth-optimal all-reduce: in the alpha-beta model
+// 1/n of the tensor each: 2(n-1)/n of it (once the tensor at 2 ranks, nearing twice as n grows,
+// never more), which is why the ring is the bandwidth-optimal all-reduce: in the alpha-beta model
 // (bench/alpha_beta.h), where a message of b bytes costs alpha + b*beta (alpha a fixed latency
 // per message, beta the time per byte), it has the smallest beta term, and pays alpha 2(n-1)
 // times. c10d's Gloo all-reduce is a ring too, one that pipelines segments of at most 1 MiB,

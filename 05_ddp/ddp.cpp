@@ -36,8 +36,8 @@ namespace ddp {
 // uses one bucket holding every parameter, in definition order, and that bucket is complete
 // only when backward is: the first iteration has no overlap. (torch/nn/parallel/distributed.py,
 // _ddp_init_helper, PyTorch 1.13: bucket_size_limits = [sys.maxsize] when static_graph is True
-// or find_unused_parameters is False. static_graph keeps the one bucket; only
-// find_unused_parameters without it cuts the first buckets by size: Note [Unused parameters].)
+// or find_unused_parameters is False: static_graph too has the one bucket first, and rebuilds;
+// only find_unused_parameters without it cuts the first buckets by size: Note [Unused parameters].)
 // After it DDP knows the real order: it rebuilds the buckets in that order, once, with the
 // 1 MiB first bucket and then the cap, the small bucket now the first to be ready. The layout
 // also decides how the sums round, so a checkpoint carries it (Note [Resuming in the same buckets]).

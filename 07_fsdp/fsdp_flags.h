@@ -14,8 +14,9 @@ struct FsdpFlags {
 
 void add_fsdp_flags(CLI::App& app, FsdpFlags& f);
 
-// 05's trainer flags that compose its extras (its DDP class's options, faults, drills, traces):
-// given to 07, each is refused by name (exit 2) rather than quietly ignored. So is --collectives
+// 05's trainer flags that compose its extras (its DDP class's options, a rank that skips steps,
+// drills, traces; the kill and the straggler faults 07 keeps): given to 07, each is refused by
+// name (exit 2) rather than quietly ignored. So is --collectives
 // c10d where LibTorch's Gloo lacks the two collectives (1.13).
 void refuse_what_07_does_not_do(const CLI::App& app, const FsdpFlags& f);
 

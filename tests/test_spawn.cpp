@@ -55,7 +55,7 @@ TEST(Spawn, ExecModeRunsAProgramAsEachWorker) {
   EXPECT_EQ(count(r.output, "= 3, n(n-1)/2 = 3: OK"), 3) << r.output;
 }
 
-TEST(Spawn, TwoRunsAtOnceDoNotClash) {
+TEST(Spawn, ThreeRunsAtOnceDoNotClash) {
   auto rs = run_all({spawn({"--world-size", "2"}), spawn({"--world-size", "2"}), spawn({"--world-size", "2"})}, 90);
   for (auto& r : rs) EXPECT_EQ(r.exit_code, 0) << r.output;
 }

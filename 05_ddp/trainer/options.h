@@ -70,8 +70,8 @@ std::string data_name(const TrainerOptions& o);
 // Note [A run folder per run]
 // A run resumes from its folder by default, so two runs that share one collide: a CNN run
 // started in an MLP's folder is refused (Note [Never lose a run]), and a --reset in one deletes
-// the other's checkpoints. When every example of the READMEs shared runs/05_ddp, a learner
-// running them in order walked into those refusals. So without --out the folder is named after
+// the other's checkpoints. If every example of the READMEs shared runs/05_ddp, a learner
+// running them in order would walk into those refusals. So without --out the folder is named after
 // what a resume must match and what a learner changes from one example to the next:
 // runs/05_ddp/<model>-<optimizer>-<data>, with -<N> for --train-samples N (for example
 // runs/05_ddp/mlp-sgd-fashion-mnist, runs/05_ddp/cnn-sgd-synthetic-4096), as TensorBoard's

@@ -19,8 +19,8 @@ namespace {
 // differently (two ranks only ever compute a + b, which is b + a exactly). A run resumed from a
 // checkpoint must therefore continue with the rebuilt buckets, not build the first-iteration
 // ones again (Note [Rebuilding the buckets], ddp.cpp): the checkpoint carries them. Without
-// that, a 4-rank run requeued by Slurm ended with other parameters than an uninterrupted one
-// (tests/test_slurm.cpp).
+// that, a 4-rank run requeued by Slurm would end with other parameters than an uninterrupted
+// one.
 torch::Tensor encode_buckets(const std::vector<std::vector<size_t>>& buckets) {
   std::vector<int64_t> flat{static_cast<int64_t>(buckets.size())};
   for (const auto& b : buckets) {

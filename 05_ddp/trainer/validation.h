@@ -16,7 +16,7 @@ namespace ddp {
 // images and 3 ranks, 2 images are seen twice. Each rank sums loss and hits over its shard,
 // leaving out the padding, and one all-reduce adds the sums: the result is what one process
 // gets on the whole test set, image for image: the same hits of the same 10000 images; the
-// mean loss to float32 precision (tests/test_trainer.cpp checks both). Every rank evaluates
+// mean loss to float32 precision. Every rank evaluates
 // rank 0's model: BatchNorm's running statistics are broadcast first (Note [Buffers]).
 Evaluation evaluate(const AnyModel& model, DistributedDataParallel& ddp_model, const Dataset& test, Group& group, int batch,
                     const torch::Device& device);

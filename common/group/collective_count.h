@@ -19,7 +19,7 @@ namespace ddp {
 //   [rank 0/3] the process group ran 23 collectives: 21 all-reduces of 2716 bytes in all, 0 sends, 0 receives (DDP_COUNT_COLLECTIVES)
 // Exercise 03.2's check reads it; without the variable nothing changes.
 
-// Step 3's Gloo backend (make_backend): counting as above when asked, else plain Gloo.
+// Step 5's Gloo backend (make_backend, 01_join_group/main.cpp): counting as above when asked, else plain Gloo.
 c10::intrusive_ptr<Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                       const c10::intrusive_ptr<c10d::ProcessGroupGloo::Options>& opts);
 

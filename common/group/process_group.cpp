@@ -26,7 +26,7 @@ void check_can_start(const RankInfo& info) {
                                                                  : "backend nccl (" + info.backend.source + ")";
   if (!kHasNccl) {
     throw UsageError(backend + ": this LibTorch (" TORCH_VERSION ") was built without NCCL (a CPU build): "
-                     "use --backend gloo, or build with the CUDA LibTorch (scripts/test.sh builds both)");
+                     "use --backend gloo, or build with the CUDA LibTorch (scripts/build.sh cuda)");
   }
   if (!torch::cuda::is_available()) {
     throw UsageError(backend + " needs a CUDA GPU, and none is visible on host " + info.host +
@@ -171,8 +171,8 @@ std::chrono::milliseconds join_time_limit(const RankInfo& info) {
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A rank that writes to a peer whose process has died gets SIGPIPE from the kernel, and its
 // default action ends the process at once: the launcher reports "signal 13 (Broken pipe)" and
-// the survivor never says which rank is gone (seen when rank 0 was sending as rank 1 was
-// killed). A Python rank never dies so: Python ignores SIGPIPE from its start, and
+// the survivor never says which rank is gone (a rank sending to a peer just killed). A Python
+// rank never dies so: Python ignores SIGPIPE from its start, and
 // every PyTorch script runs with it ignored. So every rank ignores it when it joins: the write
 // fails with EPIPE, Gloo throws, and the flight recorder names the gone rank.
 Group init_process_group(const RankInfo& info) {

@@ -34,19 +34,19 @@ struct Group {
   void destroy() noexcept;
 };
 
-// Step 0: refuse what cannot work before touching the network (exit 2): validate() plus the
+// Chapter 01's step 2: refuse what cannot work before touching the network (exit 2): validate() plus the
 // checks that need LibTorch (nccl without a GPU or without NCCL in this build).
 void check_can_start(const RankInfo& info);
 
-// Step 1: the store every rank can reach. env:// -> TCPStore hosted by rank 0 (or by the
+// Step 3: the store every rank can reach. env:// -> TCPStore hosted by rank 0 (or by the
 // launcher); file:// -> FileStore on a shared file system.
 c10::intrusive_ptr<c10d::Store> make_store(const RankInfo& info);
 
-// Step 2: the roll call (roll_call.cpp). Every rank checks in; a rank that never arrives is
+// Step 4: the roll call (roll_call.cpp). Every rank checks in; a rank that never arrives is
 // named, a rank claimed twice or a disagreeing world size stops everyone. See Note [Roll call].
 void roll_call(c10d::Store& store, const RankInfo& info);
 
-// Step 3: the backend that runs collectives: Gloo on CPU tensors, NCCL on CUDA tensors.
+// Step 5: the backend that runs collectives: Gloo on CPU tensors, NCCL on CUDA tensors.
 c10::intrusive_ptr<Backend> make_backend(const c10::intrusive_ptr<c10d::Store>& store, const RankInfo& info);
 
 // How long joining may take before a Watchdog gives up: 3 x --timeout + 5 s.

@@ -21,9 +21,10 @@ namespace ddp {
 //   1. The handler only sets a flag: almost nothing is safe inside a signal handler, and a rank
 //      stopped in the middle of a step would leave its peers waiting in an all-reduce.
 //      (listen_for_preemption(), below.)
-//   2. At the end of each step the ranks agree (an all-reduce of the flags): the signal reaches
-//      them at slightly different instants, and all must stop after the same step. (StopVote,
-//      stop_vote.cpp.)
+//   2. The ranks agree on a step to stop after (an all-reduce of the flags): the signal reaches
+//      them at slightly different instants, and all must stop after the same step. Each step
+//      posts its flag without waiting and reads the vote of the step before, so they stop one
+//      step after the one the signal came in. (StopVote, stop_vote.cpp.)
 //   3. A checkpoint is written after that step, so no step is lost, and none is repeated. (The
 //      trainer's own checkpoint, chapter 05's, written when the vote says stop.)
 //   4. Rank 0 asks Slurm to put the job back in the queue: `scontrol requeue $SLURM_JOB_ID`.
@@ -31,7 +32,7 @@ namespace ddp {
 //      and SLURM_RESTART_COUNT=1, and the trainer resumes from the checkpoint on its own.
 //      (4 and 5: stop_for_requeue(), stop_vote.cpp.)
 // Which signal: SIGUSR1 is Lightning's default, but NCCL may install its own SIGUSR1 handler,
-// so submitit moved to SIGUSR2 (after its users' reports), and so do we; --requeue-signal changes it.
+// so submitit moved to SIGUSR2, and so do we; --requeue-signal changes it.
 // Without --signal a job gets only SIGTERM at its limit, and SIGKILL KillWait seconds later:
 // nothing warned it, so everything since its last checkpoint is lost.
 namespace {

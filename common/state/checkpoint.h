@@ -21,8 +21,8 @@ namespace ddp {
 // Only a damaged file (bad header, truncated, CRC mismatch) is skipped for the one before it.
 // An intact checkpoint that this run cannot load (another --model, another optimizer, another
 // data source, other parameter shapes) is not damaged: it belongs to another run. Skipping it
-// as "unreadable" once trained a fresh MLP over a CNN's run folder, exit 0, and its saves,
-// keeping the last K, deleted the CNN's checkpoints one by one. So it is refused (UsageError,
+// as "unreadable" would train a fresh MLP over a CNN's run folder, exit 0, and its saves,
+// keeping the last K, would delete the CNN's checkpoints one by one. So it is refused (UsageError,
 // exit 2), naming the difference and the ways out, before anything is written. The temporary
 // file of a writer that died between write and rename stays behind; the next start removes it
 // when the writer ran on this host and is gone (a live writer's file stays).

@@ -44,6 +44,8 @@ if [ "$part" != unmeasured ]; then
   # 5. 05.10: this machine's answer, measured by the solution, then t1 four times and the ratio made
   # ddp_sim's again from the doctored figures.
   read -r t1 s a alpha T ratio verdict <<< "$("$root/exercises/solutions/05.10.sh" "$build")"
+  [[ ${verdict:-} == yes || ${verdict:-} == no ]] ||
+    { echo "05.10's solution measured no answer line (a busy machine measures nonsense: run this alone)"; exit 1; }
   t1x4=$(awk -v t="$t1" 'BEGIN { printf "%.3f", 4 * t }')
   read -r _ r < <("$root/exercises/checks/two_ranks_prediction.sh" "$build" "$t1x4" "$s" "$a" "$alpha" "$T")
   out=$(check 05.10 "$t1x4 $s $a $alpha $T $r $(awk -v r="$r" 'BEGIN { print (r > 1) ? "yes" : "no" }')")

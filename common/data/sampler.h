@@ -11,7 +11,7 @@ namespace ddp {
 // with seed + epoch, pad the list by wrapping around to a multiple of the world size (or cut
 // it, with drop_last), then rank r takes every world-th index starting at r. Every rank gets
 // the same number of samples, so every rank runs the same number of steps: ranks with one
-// batch more than the others would wait for ever in their last all-reduce.
+// batch more than the others would wait in their last all-reduce until the timeout.
 class DistributedSampler {
  public:
   DistributedSampler(int64_t dataset_size, int rank, int world_size, bool shuffle = true, uint64_t seed = 0,

@@ -12,6 +12,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "$1" && pwd)
 flavour=${build##*/build-}
+# A long test, of the long tier (DDP_LONG_TESTS=1, given below): interrupted while its trainer runs.
 target='^TrainerLong\.CnnReaches88PercentTestAccuracyIn1EpochAt2Ranks$'
 tree() { local p; for p in $(pgrep -P "$1" 2>/dev/null); do echo "$p"; tree "$p"; done; }
 fail=0
@@ -24,7 +25,7 @@ for how in INT TERM; do
   mark="DDP_STOP_TEST=$$.$how"
   # Its logs and build times in a scratch folder: the ctest that runs this test has its own.
   logs=$(mktemp -d)
-  env "$mark" DDP_FLAVOURS=$flavour DDP_TEST_LOGS="$logs" DDP_TIMES_FILE="$logs/times.txt" setsid env --default-signal=INT "$root/scripts/test.sh" -R "$target" > "$log" 2>&1 &
+  env "$mark" DDP_LONG_TESTS=1 DDP_FLAVOURS=$flavour DDP_TEST_LOGS="$logs" DDP_TIMES_FILE="$logs/times.txt" setsid env --default-signal=INT "$root/scripts/test.sh" -R "$target" > "$log" 2>&1 &
   pid=$!
   up=no
   for _ in $(seq 240); do  # the setup's check and an up-to-date build first: up to 2 minutes

@@ -217,6 +217,10 @@ int main(int argc, char** argv) {
     std::optional<ddp::Group> joined = ddp::join_or_explain(flags);
     if (!joined) return ddp::kExitOk;
     ddp::Group& g = *joined;
+    if (g.size() < 2) {
+      throw ddp::UsageError("world size 1: an all-reduce needs a second rank to measure; start it under 02_spawn "
+                            "(./build-cpu/02_spawn --nproc-per-node 2 -- ./build-cpu/allreduce_bench ...)");
+    }
     ddp::FlightRecorder recorder(g);  // "ours" pays for recording, as every collective of 05 does
     std::ofstream out;
     if (g.rank() == 0 && !csv.empty()) {

@@ -72,7 +72,8 @@ chapter_07_fsdp() {
 
 course_done() {
   echo
-  echo "== done: the batch scripts for a real Slurm are in 06_slurm/ (see 06_slurm/README.md)"
+  echo "== done: every chapter ran (the batch scripts for a real Slurm are in 06_slurm/)"
+  echo "== next: read 01_join_group/README.md, then work its exercise 01.1 (scripts/exercise.sh 01.1 checks your answer)"
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then

@@ -59,7 +59,7 @@ for chapter in "${course_chapters[@]}"; do
   "chapter_$chapter" "$build" &  # waited for in the background: a stop is not held until it ends
   wait $!
 done
-course_done
 for t in "${course_tools[@]}"; do built "$t"; done  # what the pages run besides the chapters
 wait "$builder"
 echo "(the build's full log: $log)"
+course_done

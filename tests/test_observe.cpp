@@ -376,6 +376,11 @@ TEST(CostModel, TheSweepSumsGradientValuesPutBackBeforeEachAllReduce) {
   const ProcResult bad = run_one({{bin("allreduce_bench"), "--values", "ones"}}, 30);
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("--values"), std::string::npos) << bad.output;
+  // Alone (no launcher: world size 1) there is nothing to time: refused as bad input, with the command.
+  const ProcResult alone = run_one({{bin("allreduce_bench"), "--max-bytes", "4096"}}, 30);
+  EXPECT_EQ(alone.exit_code, 2) << alone.output;
+  EXPECT_NE(alone.output.find("world size 1: an all-reduce needs a second rank to measure; start it under 02_spawn"),
+            std::string::npos) << alone.output;
 }
 
 // As on a host with two GPUs (DDP_GPU_COUNT=2, where 2 ranks would default to NCCL): the script

@@ -7,7 +7,8 @@
 # 1. Two-part answers found half by half: one half right, the other wrong, both ways round, must
 #    FAIL with the same words (but the answer quoted): a FAIL that says which half is right gives
 #    the answer away (01.1, 02.1, 03.1, 05.6 through check_two_parts; 04.2, 05.3, 05.5, 06.3 and 07.2
-#    their own; 06.2's two jobs).
+#    their own; 06.2's two jobs). 05.4 goes through check_two_parts too, untried here: its check
+#    trains 16 times.
 # 2. An answer read off a test's name: no Slurm test is named for the state or the signal that
 #    06.2 and 06.3 ask for (`ctest -N` lists the names a student can read).
 # 3. 05.9 by trying the seven caps: each cap with a made-up step FAILs, and no FAIL line names

@@ -359,17 +359,24 @@ TEST(Trainer, OneBucketTrainsTheSameParameters) {
 
 // --gradient-as-bucket-view: every .grad() a view into its bucket. At 2 and 4 ranks the same
 // arithmetic as the flag off (x * 1/2 and x / 2 are the same float), so the same parameters; the
-// gradients stored once: the bytes apart from the buckets drop from 4 per parameter to 0.
+// gradients stored once: the bytes apart from the buckets drop from 4 per parameter to 0. At 3
+// ranks what the page says of the two flavours: with LibTorch 1.13's zero_grad() (in place) the
+// view is divided, x / 3, and the fingerprint differs; with 2.x's (.grad() set to None) no
+// gradient arrives into a view, and it is the same (Note [Gradients as bucket views]).
 TEST(Trainer, GradientAsBucketViewStoresGradientsOnceAndTrainsTheSameParameters) {
   const std::string dir = temp_dir();
-  for (int world : {2, 4}) {
+  for (int world : {2, 3, 4}) {
     SCOPED_TRACE("world " + std::to_string(world));
     const std::vector<std::string> mlp = {"--model", "mlp", "--max-steps", "12", "--grad-accum", "2"};
     auto off = trainer(world, plus(plus(small_run(dir + "/off" + std::to_string(world)), mlp), {"--reset"}));
     auto on = trainer(world, plus(plus(small_run(dir + "/on" + std::to_string(world)), mlp), {"--gradient-as-bucket-view"}));
     expect_ok(off);
     expect_ok(on);
-    EXPECT_EQ(fingerprint(on), fingerprint(off));
+    if (world == 3 && DDP_LIBTORCH_MAJOR < 2) {
+      EXPECT_NE(fingerprint(on), fingerprint(off)) << "LibTorch 1.13: x / 3 in the view, x * (1/3) without it";
+    } else {
+      EXPECT_EQ(fingerprint(on), fingerprint(off));
+    }
     std::smatch params, apart_off, apart_on;
     const std::regex model_line("model mlp: (\\d+) parameters"), bytes("\\((\\d+) \\+ (\\d+) bytes");
     ASSERT_TRUE(std::regex_search(off.output, params, model_line)) << off.output;

@@ -69,7 +69,7 @@ void add_trainer_options(CLI::App& app, TrainerOptions& o) {
   app.add_option("--train-samples", o.train_samples, "Use only the first N training samples")->check(CLI::PositiveNumber);
   app.add_option("--test-samples", o.test_samples, "Use only the first N test samples")->check(CLI::PositiveNumber);
   app.add_option("--out", o.out,
-                 "Folder for checkpoints/, rank<r>.log, metrics.jsonl, tensorboard/ [default: runs/05_ddp/<model>-<optimizer>-<data>, "
+                 "Folder for checkpoints/, rank<r>.log, metrics.jsonl, tensorboard/, run.lock [default: runs/05_ddp/<model>-<optimizer>-<data>, "
                  "<data> fashion-mnist or synthetic, then -N with --train-samples N]");
   app.add_option("--log-every", o.log_every, "Progress line every N steps")->check(CLI::PositiveNumber);
   app.add_option("--ckpt-every", o.ckpt_every, "Checkpoint every N steps, besides each epoch's end")->check(CLI::PositiveNumber);

@@ -15,8 +15,9 @@
 # leaves the outer run's logs alone.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-logdir=${DDP_TEST_LOGS:-$root}
-stamp() { if [ -n "${DDP_TEST_LOGS:-}" ]; then echo "$DDP_TEST_LOGS/build-time-$1.txt"; else echo "$root/build-$1/build-time.txt"; fi; }
+logs_apart=${DDP_TEST_LOGS:-}  # empty: each log beside its build
+logdir=${logs_apart:-$root}
+stamp() { if [ -n "$logs_apart" ]; then echo "$logs_apart/build-time-$1.txt"; else echo "$root/build-$1/build-time.txt"; fi; }
 plan=no filter=""
 case "$#:${1:-}" in
   0:) ;;
@@ -120,6 +121,14 @@ build_flavour() {
   grep -E "^-- (LibTorch|Compiler|Gloo|CUDA|NCCL|BLAS|Linker|torchrun|Python reference|TensorBoard|Slurm)|BLAS:" "$log" | sed "s|^|[build $f] |" || true
 }
 built() { local k t; read -r k t < "$(stamp "$1")" && phase_done "$k" "$t"; }
+# run_ctest <flavour> <what it runs> <log> [ctest arguments...]: ctest in that flavour's build (-R
+# with test.sh's), a line per test as it ends; a failure is remembered in status.
+run_ctest() {
+  local f=$1 what=$2 log=$3
+  shift 3
+  run_step "[test $f]" "$what" "$log" p \
+    bash -c 'cd "$1" && shift && ctest --output-on-failure --timeout 300 "$@"' _ "$root/build-$f" ${filter:+-R "$filter"} "$@" || status=1
+}
 read -r -a fl <<< "$flavours"
 logs=()
 build_flavour "${fl[0]}" || exit 1
@@ -148,7 +157,7 @@ for i in "${!fl[@]}"; do
   fi
   # Every line of ctest's as it comes (one per test), and a word when none came for 30 s.
   tlog=$root/build-$f/ctest.log
-  [ -z "${DDP_TEST_LOGS:-}" ] || tlog=$DDP_TEST_LOGS/ctest-$f.log
+  [ -z "$logs_apart" ] || tlog=$logs_apart/ctest-$f.log
   # Note [Measured alone]
   # ~~~~~~~~~~~~~~~~~~~~~
   # The tests labelled measures (05.10's) compare two measurements of this machine made a minute
@@ -159,8 +168,8 @@ for i in "${!fl[@]}"; do
   later=()
   [ -z "$next" ] || later=(-LE measures)
   start=$SECONDS
-  run_step "[test $f]" "running every test$([ ${#later[@]} = 0 ] || echo " but those that measure this machine"): $(phase_estimate "test-$f" "${first_test[$f]}")" "$tlog" p \
-    bash -c 'cd "$1" && shift && ctest --output-on-failure -j2 --timeout 300 "$@"' _ "$root/build-$f" ${filter:+-R "$filter"} "${later[@]}" || status=1
+  run_ctest "$f" "running every test$([ ${#later[@]} = 0 ] || echo " but those that measure this machine"): $(phase_estimate "test-$f" "${first_test[$f]}")" \
+    "$tlog" -j2 "${later[@]}"
   phase_done "test-$f" $((SECONDS - start))
   logs+=("$logdir/build-$f.log" "$tlog")
   if [ -n "$next" ]; then
@@ -178,9 +187,8 @@ for i in "${!fl[@]}"; do
     built "$next"
     phase_done "wait-$next" $((SECONDS - start))
     start=$SECONDS
-    run_step "[test $f]" "the tests that measure this machine, now that nothing runs beside them: $(phase_estimate "test-$f-measures" "a minute or two")" \
-      "${tlog%.log}-measures.log" p \
-      bash -c 'cd "$1" && shift && ctest --output-on-failure --timeout 300 "$@"' _ "$root/build-$f" ${filter:+-R "$filter"} -L measures || status=1
+    run_ctest "$f" "the tests that measure this machine, now that nothing runs beside them: $(phase_estimate "test-$f-measures" "a minute or two")" \
+      "${tlog%.log}-measures.log" -L measures
     phase_done "test-$f-measures" $((SECONDS - start))
     logs+=("${tlog%.log}-measures.log")
   fi

@@ -12,6 +12,7 @@
 # DDP_ANSWERS (your answers file, default exercises/answers.txt), DDP_EXERCISE_NO_BUILD=1 (check
 # the build as it is: the tests use it).
 set -uo pipefail
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin  # the system's git, cmake and compilers (as lib.sh's checks)
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/stop.sh"  # Ctrl-C or SIGTERM: the check and its trainers stop too
 checks=$root/exercises/checks

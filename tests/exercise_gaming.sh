@@ -19,6 +19,7 @@
 # 5. 05.10 without measuring: figures that ddp_sim turns into the ratio written (so the ratio's
 #    own check passes) but a one-rank step four times this machine's must FAIL, naming t1 and no
 #    figure the check measured.
+# 6. Fakes of the checks' tools (timeout, python3, ...) first on PATH: never run.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "$1" && pwd)
@@ -180,6 +181,26 @@ if fake_build 04_grad_hooks 02_spawn; then
   faked lines 04.1 "'gradient ready: 2.bias (4 bytes)' was not logged by its hook" "four lines printed before training"
   faked after 04.1 "'gradient ready: 2.bias (4 bytes)' was not logged by its hook" "each line logged after its all-reduce started"
 fi
+
+# 6. Programs of the checks' names first on PATH (the student's route: a `timeout` that prints
+# the lines a check reads, a `python3` that prints its figures): exercise.sh and the checks run
+# the system's, so each fake is never started and a wrong answer still FAILs as wrong.
+mkdir -p "$scratch/fake"
+for tool in timeout python3 git grep sed; do
+  printf '#!/bin/sh\ntouch "%s/used-%s"\necho "PASS faked"\n' "$scratch" "$tool" > "$scratch/fake/$tool"
+  chmod +x "$scratch/fake/$tool"
+done
+for id in 01.1 04.2; do
+  read -r first rest <<< "$(truth "$id")"
+  out=$(PATH="$scratch/fake:$PATH" check "$id" "$((first + 1)) $rest")
+  used=$(cd "$scratch" && ls used-* 2>/dev/null | sed 's/^used-//' | tr '\n' ' ')
+  rm -f "$scratch"/used-*
+  if [[ $out == "FAIL $id: "* && -z $used ]]; then
+    echo "ok $id: fakes of timeout, python3, git, grep and sed first on PATH are never run: $out"
+  else
+    echo "GAMED $id: with fakes first on PATH (run: ${used:-none}): '$out'"; bad=1
+  fi
+done
 
 [ $bad = 0 ] && echo "PASS: every gaming route tried FAILs"
 exit $bad

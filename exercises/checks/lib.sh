@@ -6,6 +6,9 @@
 #   DDP_ANSWERS  the answers file of the observation exercises (default exercises/answers.txt)
 #   WORK         a fresh scratch folder for its runs (made here, removed at exit)
 set -uo pipefail
+# The system's tools, not the caller's PATH: a check's timeout, python3, grep and sed are
+# Debian's, so a program of the same name put first on PATH cannot stand in for them.
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 B=${DDP_BUILD:-$ROOT/build-cpu}
 ANSWERS=${DDP_ANSWERS:-$ROOT/exercises/answers.txt}

@@ -5,7 +5,7 @@
 # Usage (as root, on a machine with nothing else running):
 #   tools/slow_fresh_clone.sh [--share 0.91] [--commit HEAD] [--dir /tmp/slow_clone]
 # --share: the CPU time the run gets, in cores (2 cores at 0.91: the 2 cores' work takes 2.2
-# times as long, the ratio of the slower machines CI also gets; docs/tests.md, "Test time").
+# times as long, the ratio of the slower machines CI also gets).
 # Prints the run's last lines (its phases and slowest tests) and exits with its code, and writes
 # the run's time to results/slow_fresh_clone.json (scripts/results.sh), with the share and the commit.
 #

@@ -13,7 +13,8 @@ namespace ddp {
 //   cuDNN deterministic, cuDNN benchmark off, and deterministic algorithms (warn-only: an op
 //   without a deterministic kernel warns instead of stopping the run).
 // Chapter 05 turns it on by default (its checks compare fingerprints); --deterministic off
-// trades that for speed (05_ddp/README.md has the measured cost).
+// trades that for speed: on the CPU it changes no kernel; on a GPU it costs, which
+// 05_ddp/going_further/gpu.md says how to measure.
 void make_reproducible(bool on);
 
 }  // namespace ddp

@@ -11,7 +11,8 @@ namespace ddp {
 // with seed + epoch, pad the list by wrapping around to a multiple of the world size (or cut
 // it, with drop_last), then rank r takes every world-th index starting at r. Every rank gets
 // the same number of samples, so every rank runs the same number of steps: ranks with one
-// batch more than the others would wait in their last all-reduce until the timeout.
+// batch more than the others would meet the others' validation in their last all-reduce, and
+// hang until the timeout or abort (05_ddp/going_further/join.md shows one).
 class DistributedSampler {
  public:
   DistributedSampler(int64_t dataset_size, int rank, int world_size, bool shuffle = true, uint64_t seed = 0,

@@ -21,7 +21,7 @@ namespace ddp::sim {
 //       direction; the hybrid cube-mesh "can be thought of as three interwoven rings of single
 //       NVLink connections". Three rings, both directions: 6 x 25 GB/s = 150 GB/s = 1200 Gb/s.
 //       NOMINAL (link peak, all six links); no published nccl-tests busbw of one DGX-1V at 2, 4
-//       or 8 GPUs was found in this session. At 2 and 4 GPUs the cube-mesh offers fewer links
+//       or 8 GPUs was found to use instead. At 2 and 4 GPUs the cube-mesh offers fewer links
 //       (GPU 0 and GPU 1 share one NVLink: 25 GB/s), so the figure overstates those worlds.
 //     inter: four EDR InfiniBand ports of 100 Gb/s per DGX-1 (nominal 400 Gb/s); NCCL's
 //       all-reduce across DGX-1 nodes measured about 40 GB/s = 320 Gb/s bus bandwidth (NVIDIA,
@@ -34,8 +34,8 @@ namespace ddp::sim {
 //   h100-8: intra 3600 Gb/s 5 us, inter 3200 Gb/s 10 us, ring; interference 0.189
 //     Fourth-generation NVLink, 18 links, 900 GB/s per GPU both directions together (MLCommons'
 //       H200-SXM system descriptions: "18x 4th Gen NVLink, 900GB/s"): 450 GB/s = 3600 Gb/s each
-//       way. DGX H100 datasheet: eight 400 Gb/s ConnectX-7 (NDR) ports for compute, 3200 Gb/s
-//       (this one from the datasheet as remembered, not found again in this session's search).
+//       way. DGX H100 datasheet: "4x OSFP ports serving 8x single-port NVIDIA ConnectX-7 VPI",
+//       up to 400 Gb/s each (NDR) for the compute fabric, 3200 Gb/s.
 //       NOMINAL both.
 //     measured in a node of 2, 4 and 8 GPUs: NCCL all-reduce tables of 8 V100s with NVLink,
 //       published with vTrain (MICRO 2024; the repository VIA-Research/vTrain, trace/v100/

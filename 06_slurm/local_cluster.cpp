@@ -39,10 +39,10 @@ namespace ddp {
 //     free right now.
 //   * Every task gets the variables srun sets (see run_local()), with an environment cleaned of
 //     the caller's RANK, MASTER_*, SLURM_*, torchrun's variables and GLOO_SOCKET_IFNAME.
-//   * The time limit: the warning signal (--signal SIG@S) S seconds before it, SIGTERM at it and
-//     SIGKILL KillWait (slurm.conf's grace between the two; 5 s here and in the course's
-//     slurm.conf, 30 s by Slurm's default) later, and the job ends in Slurm's state for that. Real Slurm counts the limit in minutes and checks it about every
-//     30 s; here it is exact to the second.
+//   * The time limit: the warning signal (--signal SIG@S) S seconds before it, SIGTERM at it,
+//     SIGKILL KillWait later (the grace between the two: 5 s here and in the course's slurm.conf,
+//     30 s by Slurm's default), and the job ends in Slurm's state for that. Real Slurm counts the
+//     limit in minutes and checks it about every 30 s; here it is exact to the second.
 //   * Requeue: `scontrol` on the tasks' PATH is this program under another name; `scontrol requeue`
 //     leaves a note that the simulator reads: it stops what is left of the job (SIGTERM, then
 //     SIGKILL) and starts it again 2 s later with SLURM_RESTART_COUNT=1, 2, ... (real Slurm: after

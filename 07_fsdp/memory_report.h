@@ -31,10 +31,10 @@ namespace ch07 {
 // of the unit, at any N), and the batch's images, which the training loop holds, and the epoch's
 // order of the rank's samples (8 bytes an image of its share: 2 ranks over the 6400 images of
 // the README's run hold 0.02 MiB of it, over all 60000 0.23 MiB; hence 7.88 MiB there and 8.09
-// MiB in scripts/run.sh's run of all of them, for the same model and ranks). Autograd has
-// freed the activations by then. For the MLP the first unit is fc1, three quarters of it: no N
-// brings the peak below fc1 twice (3.06 MiB) and the batch beside it, about 3.3 MiB. A resume at another world may hold more while it
-// loads: the rank's shard and state and one old file beside them (Note [Sharded checkpoints]).
+// MiB in scripts/run.sh's run of all of them, for the same model and ranks). Autograd has freed
+// the activations by then. For the MLP the first unit is fc1, three quarters of it: no N brings
+// the peak below fc1 twice (3.06 MiB) and the batch beside it, about 3.3 MiB. A resume at another
+// world may hold more while loading: its shard, state and an old file (Note [Sharded checkpoints]).
 
 // Rank 0 logs its shards' elements and bytes (parameters, gradients, optimizer state) beside the
 // formula, every rank the peak of the tensors counted since the model was built (Note [A memory limit

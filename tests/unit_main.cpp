@@ -10,9 +10,9 @@
 //     after the last) and the stack, then ends the process with that signal, as before, so that
 //     ctest still reports the crash.
 //  2. It leaves as every program of the course leaves (Note [Leaving without LibTorch's
-//     destructors], common/basics/cli.cpp): once gtest has printed its summary, streams flushed,
-//     _exit() with gtest's result. LibTorch's static destructors, run by exit() while threads it
-//     started may still be alive, test nothing of ours.
+//     destructors], common/basics/cli.cpp): once gtest has printed its summary, through
+//     ddp::leave_now() with gtest's result. LibTorch's static destructors, run by exit() while
+//     threads it started may still be alive, test nothing of ours.
 #include <execinfo.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -21,7 +21,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <iostream>
+
+#include "common/basics/cli.h"
 
 namespace {
 
@@ -60,9 +61,5 @@ int main(int argc, char** argv) {
   ::backtrace(warm, 1);  // loads libgcc's unwinder now: the handler must not be the first to
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, on_fatal_signal);
   testing::UnitTest::GetInstance()->listeners().Append(new NameTheRunningTest);
-  const int result = RUN_ALL_TESTS();
-  std::cout.flush();
-  std::cerr.flush();
-  std::fflush(nullptr);
-  ::_exit(result);
+  ddp::leave_now(RUN_ALL_TESTS());
 }

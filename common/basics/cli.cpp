@@ -86,17 +86,18 @@ const CLI::Validator& finite_number() {
 // anything unwritten: logs and metrics are written as they happen, checkpoints renamed into
 // place). Objects a program builds later (function statics) are still destroyed first, and
 // every object of main() before exit() is called. The ranks 05_ddp forks end in _exit() already.
-namespace {
-void leave_now(int status, void*) {
+void leave_now(int status) {
   std::cout.flush();
   std::cerr.flush();
   std::fflush(nullptr);
   ::_exit(status);
 }
+namespace {
+void leave_at_exit(int status, void*) { leave_now(status); }
 }  // namespace
 
 void parse_flags(CLI::App& app, int argc, char** argv) {
-  static const bool leaves_quickly = ::on_exit(leave_now, nullptr) == 0;
+  static const bool leaves_quickly = ::on_exit(leave_at_exit, nullptr) == 0;
   (void)leaves_quickly;
   try {
     app.parse(argc, argv);

@@ -31,7 +31,12 @@ void show_true_defaults(CLI::App& app);
 // ->check(ddp::finite_number())->check(CLI::PositiveNumber).
 const CLI::Validator& finite_number();
 
-// Parses argv. --help prints and exits 0; any bad flag prints why and exits 2.
+// Parses argv. --help prints and exits 0; any bad flag prints why and exits 2. From here on,
+// exit() leaves through leave_now().
 void parse_flags(CLI::App& app, int argc, char** argv);
+
+// Ends the process with `status`, the C and C++ streams flushed, without the static destructors
+// exit() would run (Note [Leaving without LibTorch's destructors]).
+[[noreturn]] void leave_now(int status);
 
 }  // namespace ddp

@@ -96,6 +96,7 @@ def serve(path, ready_fd, owner):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import ddp_reference  # noqa: F401 - torch and the references, once
     import trainer_reference  # noqa: F401
+    import fsdp_reference  # noqa: F401 - its fully_shard import stays in its main() (1.13 has none)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     if os.path.exists(path):
         os.unlink(path)

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The ways a student passed checks without the work, each tried, each failing (Note [Solutions
 # kept true] in exercise_verify.sh proves each check both ways; this proves what lies between).
-#   tests/exercise_gaming.sh <build folder> [measured | unmeasured]
-#   measured: route 5 alone, which measures this machine (scripts/test.sh runs it when nothing
-#   else does: Note [Measured alone]); unmeasured: the others; neither: all.
+#   tests/exercise_gaming.sh <build folder> [measured [ANSWER] | unmeasured]
+#   measured: route 5 alone, which measures this machine (run when nothing else does: Note
+#   [Measured alone] in scripts/test.sh); ANSWER: the line 05.10's solution measured, which
+#   Exercise.05.10 hands it (tests/exercise_verify.sh) instead of measuring again; unmeasured:
+#   the others; neither: all.
 # 1. Two-part answers found half by half: one half right, the other wrong, both ways round, must
 #    FAIL with the same words (but the answer quoted): a FAIL that says which half is right gives
 #    the answer away (01.1, 02.1, 03.1, 05.6 through check_two_parts; 04.2, 05.3, 05.5, 06.3 and 07.2
@@ -27,7 +29,8 @@ export DDP_EXERCISE_NO_BUILD=1
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/exercise-gaming.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 bad=0 part=${2:-all}
-case $part in all | measured | unmeasured) ;; *) echo "usage: $0 <build folder> [measured | unmeasured]" >&2; exit 2 ;; esac
+measured_answer=${3:-}
+case $part in all | measured | unmeasured) ;; *) echo "usage: $0 <build folder> [measured [ANSWER] | unmeasured]" >&2; exit 2 ;; esac
 check() {  # <id> <answer>: the check's last line
   echo "$1: $2" > "$scratch/answers.txt"
   DDP_BUILD=$build DDP_ANSWERS=$scratch/answers.txt "$root/scripts/exercise.sh" "$1" 2>&1 | tail -n 1
@@ -45,7 +48,8 @@ halves() {  # <id> <right first part> <wrong first part> <right second part> <wr
 if [ "$part" != unmeasured ]; then
   # 5. 05.10: this machine's answer, measured by the solution, then t1 four times and the ratio made
   # ddp_sim's again from the doctored figures.
-  read -r t1 s a alpha T ratio verdict <<< "$("$root/exercises/solutions/05.10.sh" "$build")"
+  [ -n "$measured_answer" ] || measured_answer=$("$root/exercises/solutions/05.10.sh" "$build")
+  read -r t1 s a alpha T ratio verdict <<< "$measured_answer"
   [[ ${verdict:-} == yes || ${verdict:-} == no ]] ||
     { echo "05.10's solution measured no answer line (a busy machine measures nonsense: run this alone)"; exit 1; }
   t1x4=$(awk -v t="$t1" 'BEGIN { printf "%.3f", 4 * t }')

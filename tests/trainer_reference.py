@@ -39,19 +39,23 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 from reference_util import compare, leave, load_list, run_ranks
 
 
-def read_idx(path, dims):
+def read_idx(path, dims, limit):
+    """The first `limit` items of an IDX file (all with 0): only their bytes are decompressed, as
+    05_ddp reads them (Note [Reading only the samples a run uses]); every rank reads the file, and
+    the whole training set took 0.47 s of CPU a rank."""
     with gzip.open(path, "rb") as f:
-        raw = f.read()
-    shape = [int.from_bytes(raw[4 + 4 * d:8 + 4 * d], "big") for d in range(dims)]
-    return torch.frombuffer(bytearray(raw[4 + 4 * dims:]), dtype=torch.uint8).reshape(shape)
+        header = f.read(4 + 4 * dims)
+        shape = [int.from_bytes(header[4 + 4 * d:8 + 4 * d], "big") for d in range(dims)]
+        if limit:
+            shape[0] = min(shape[0], limit)
+        raw = f.read(math.prod(shape))
+    return torch.frombuffer(bytearray(raw), dtype=torch.uint8).reshape(shape)
 
 
 def load_split(data_dir, train, limit):
     prefix = os.path.join(data_dir, "train" if train else "t10k")
-    images = read_idx(prefix + "-images-idx3-ubyte.gz", 3).reshape(-1, 1, 28, 28)
-    labels = read_idx(prefix + "-labels-idx1-ubyte.gz", 1).long()
-    if limit:
-        images, labels = images[:limit], labels[:limit]
+    images = read_idx(prefix + "-images-idx3-ubyte.gz", 3, limit).reshape(-1, 1, 28, 28)
+    labels = read_idx(prefix + "-labels-idx1-ubyte.gz", 1, limit).long()
     # Op for op as ddp::normalise_pixels().
     return images.to(torch.float32).div(255).sub(0.2860).div(0.3530), labels
 

@@ -97,6 +97,9 @@ def serve(path, ready_fd, owner):
     import ddp_reference  # noqa: F401 - torch and the references, once
     import trainer_reference  # noqa: F401
     import fsdp_reference  # noqa: F401 - its fully_shard import stays in its main() (1.13 has none)
+    import reference_util
+
+    reference_util.import_before_fork()  # once here, not in each case (Note [Imports before the fork])
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     if os.path.exists(path):
         os.unlink(path)

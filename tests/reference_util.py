@@ -1,5 +1,6 @@
 """What the Python references share: running and ending their ranks, reading C++'s tensor lists,
 and the verdict line."""
+import importlib
 import os
 import sys
 
@@ -8,16 +9,19 @@ import torch.distributed as dist
 import torch.jit._pickle
 import torch.multiprocessing as mp
 
+
 # Note [Imports before the fork]
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # PyTorch 2.x imports some of its modules only when first used, in whichever process uses them:
 # DDP's constructor imports torch._dynamo (torch/nn/parallel/distributed.py,
 # DistributedDataParallel.__init__, `torch._dynamo.utils.get_optimize_ddp_mode()`, PyTorch 2.11),
-# some 280 modules and 0.7 s of CPU. The ranks are forked from this process (run_ranks), so every
-# rank of every case paid it again. Imported here, once, before any fork: an import runs no tensor
+# some 280 modules and 0.7 s of CPU. The ranks are forked (run_ranks), so every rank of every case
+# paid it again. import_before_fork() imports it once, in the process that forks them: run_ranks,
+# and the reference server as it starts, before its first case. An import runs no tensor
 # operation and starts no thread (measured: one thread before and after). 1.13 has no _dynamo.
-if int(torch.__version__.split(".")[0]) >= 2:
-    import torch._dynamo  # noqa: F401
+def import_before_fork():
+    if int(torch.__version__.split(".")[0]) >= 2:
+        importlib.import_module("torch._dynamo")  # (an `import torch._dynamo` here would make torch a local name)
 
 
 def run_ranks(worker, args, world_size):
@@ -26,6 +30,7 @@ def run_ranks(worker, args, world_size):
     torch again (about 1.3 s of CPU for the pip wheel), and so did a forkserver (measured: a
     2-rank MLP reference 4.4 s with a forkserver, 3.0 s forked). Fork is safe here: this process
     has run no tensor operation, so no OpenMP pool exists to deadlock (NOTES)."""
+    import_before_fork()
     mp.start_processes(worker, args=args, nprocs=world_size, join=True, start_method="fork")
 
 

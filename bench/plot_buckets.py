@@ -22,7 +22,7 @@ import plotting
 from plot_scaling import NAMES
 
 CAPS = [0.25, 0.5, 1, 2, 5, 10, 25, 50, 100]
-# (bucketing, GPUs): 55 ddp_sim runs in all, about 12 s on 2 cores.
+# (bucketing, GPUs): 55 ddp_sim runs in all.
 SERIES = [("pytorch-1.4", 8), ("pytorch-1.4", 16), ("rebuilt", 16)]
 
 

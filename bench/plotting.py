@@ -52,7 +52,7 @@ def ddp_sim(args, binary=DDP_SIM):
 
 
 def ddp_sims(arg_lists, binary=DDP_SIM):
-    """Many ddp_sim runs, one per core at a time (each takes about 0.4 s, loading LibTorch), in order."""
+    """Many ddp_sim runs, one per core at a time, their outputs in the order asked."""
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         return list(pool.map(lambda a: ddp_sim(a, binary), arg_lists))
 

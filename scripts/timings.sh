@@ -1,5 +1,5 @@
 # Sourced by test.sh: how long each phase took, kept for the next run's estimates, and the
-# summary that names the slowest tests (Note [Test time] in docs/tests.md).
+# summary that names the slowest tests (docs/tests.md, "Test time").
 #
 #   phase_estimate KEY FALLBACK   "about N min (the last run here)" from times.txt, else FALLBACK
 #   phase_record KEY SECONDS      keeps one phase's time for the next run (times.txt)

@@ -22,6 +22,9 @@
 #    own check passes) but a one-rank step four times this machine's must FAIL, naming t1 and no
 #    figure the check measured.
 # 6. Fakes of the checks' tools (timeout, python3, ...) first on PATH: never run.
+# 7. 01.2 without a broadcast (rank 0's pid sent by an all-reduce, or through the store), and
+#    05.2 with the first bucket's limit written in as 0.1 MiB (a newcomer's review found both):
+#    each must FAIL, by the backend's own count and by a cap the check draws.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "$1" && pwd)
@@ -147,7 +150,7 @@ s = s.replace("      // 5. The update, by hand", """      if (fake == "span") dd
 s = s.replace("    ddp::finish_trace(train.trace, group);", """    ddp::finish_trace(train.trace, group);
     if (fake == "printed" || fake == "exit")
       ddp::log("the process group ran " + std::to_string(2 * cfg.steps + 5) + " collectives: " + std::to_string(2 * cfg.steps + 3) +
-               " all-reduces of " + std::to_string(648 * cfg.steps + 16) + " bytes in all, 0 sends, 0 receives (DDP_COUNT_COLLECTIVES)");
+               " all-reduces of " + std::to_string(648 * cfg.steps + 16) + " bytes in all, 0 sends, 0 receives, 0 broadcasts (DDP_COUNT_COLLECTIVES)");
     if (fake == "exit") std::fflush(stdout), std::_Exit(0);  // before the group's own count""", 1)
 open(path, "w").write(s)
 PY
@@ -184,6 +187,42 @@ PY
 if fake_build 04_grad_hooks 02_spawn; then
   faked lines 04.1 "'gradient ready: 2.bias (4 bytes)' was not logged by its hook" "four lines printed before training"
   faked after 04.1 "'gradient ready: 2.bias (4 bytes)' was not logged by its hook" "each line logged after its all-reduce started"
+fi
+
+# 7. 01.2 by an all-reduce and by the store; 05.2 by a written-in 0.1 MiB. Each fake is the
+# solution with one thing changed, so that nothing else fails first.
+(cd "$scratch/course" && patch -s -p1 < "$root/exercises/solutions/01.2.patch") ||
+  { echo "GAMING 01.2: its solution no longer applies"; bad=1; }
+main=$scratch/course/01_join_group/main.cpp
+python3 - "$main" <<'PY'
+import sys
+path = sys.argv[1]
+s = open(path).read()
+line = "    group.pg->broadcast(b)->wait();\n"
+assert line in s, "the solution's broadcast is gone: update this test"
+s = s.replace(line, """    const std::string fake = std::getenv("DDP_FAKE") ? std::getenv("DDP_FAKE") : "";
+    if (fake == "allreduce") {  // the others add 0: the sum is rank 0's pid
+      if (rank != 0) b[0].zero_();
+      group.pg->allreduce(b)->wait();
+    } else if (fake == "store") {  // rank 0 writes it, the others wait for it
+      const std::string pid = std::to_string(::getpid());
+      if (rank == 0) group.store->set("pid", std::vector<uint8_t>(pid.begin(), pid.end()));
+      else b[0].fill_(std::stod([&] { auto v = group.store->get("pid"); return std::string(v.begin(), v.end()); }()));
+    }
+""")
+open(path, "w").write(s)
+PY
+if fake_build 01_join_group; then
+  faked allreduce 01.2 "rank 0's process group ran 0 broadcasts" "rank 0's pid sent by an all-reduce"
+  faked store 01.2 "rank 0's process group ran 0 broadcasts" "rank 0's pid sent through the store"
+fi
+(cd "$scratch/course" && patch -s -p1 < "$root/exercises/solutions/05.2.patch") || { echo "GAMING 05.2: its solution no longer applies"; bad=1; }
+sed -i 's/std::min(kFirstBucketBytes, cap_bytes_)/(cap_bytes_ < kFirstBucketBytes ? size_t{104857} : kFirstBucketBytes)/' \
+  "$scratch/course/05_ddp/ddp.cpp" "$scratch/course/05_ddp/ddp_interface.cpp"
+if ! grep -q 'size_t{104857}' "$scratch/course/05_ddp/ddp.cpp" || ! grep -q 'size_t{104857}' "$scratch/course/05_ddp/ddp_interface.cpp"; then
+  echo "GAMING 05.2: the solution's two limits are gone: update this test"; bad=1
+elif fake_build 05_ddp 02_spawn; then
+  faked none 05.2 "at --bucket-cap-mb 0.00" "the first bucket's limit written in as 0.1 MiB"
 fi
 
 # 6. Programs of the checks' names first on PATH (the student's route: a `timeout` that prints

@@ -36,6 +36,10 @@ class CountedGloo : public c10d::ProcessGroupGloo {
     allreduce_bytes += bytes_of(tensors);
     return c10d::ProcessGroupGloo::allreduce(tensors, opts);
   }
+  WorkPtr broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts = c10d::BroadcastOptions()) override {
+    broadcasts++;
+    return c10d::ProcessGroupGloo::broadcast(tensors, opts);
+  }
   WorkPtr send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
     sends++;
     return c10d::ProcessGroupGloo::send(tensors, dst, tag);
@@ -49,7 +53,7 @@ class CountedGloo : public c10d::ProcessGroupGloo {
     return c10d::ProcessGroupGloo::recvAnysource(tensors, tag);
   }
 
-  std::atomic<int64_t> allreduces{0}, allreduce_bytes{0}, sends{0}, recvs{0};
+  std::atomic<int64_t> allreduces{0}, allreduce_bytes{0}, broadcasts{0}, sends{0}, recvs{0};
 };
 
 }  // namespace
@@ -74,7 +78,8 @@ void report_collective_count(const Group& g) noexcept {
     if (const auto* counted = dynamic_cast<const CountedGloo*>(g.pg.get())) {
       line += ": " + std::to_string(counted->allreduces.load()) + " all-reduces of " +
               std::to_string(counted->allreduce_bytes.load()) + " bytes in all, " + std::to_string(counted->sends.load()) +
-              " sends, " + std::to_string(counted->recvs.load()) + " receives";
+              " sends, " + std::to_string(counted->recvs.load()) + " receives, " + std::to_string(counted->broadcasts.load()) +
+              " broadcasts";
     }
     log(line + " (DDP_COUNT_COLLECTIVES)");
   } catch (const std::exception& e) {

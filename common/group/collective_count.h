@@ -1,4 +1,4 @@
-// defines: the count of the collectives a process group ran, for a check to read (exercise 03.2).
+// defines: the count of the collectives a process group ran, for a check to read (exercises 01.2, 03.2).
 #pragma once
 
 #include "common/group/process_group.h"
@@ -12,12 +12,12 @@ namespace ddp {
 // setSequenceNumberForGroup; Python reads it as _get_sequence_number_for_group): each
 // collective (all-reduce, broadcast, barrier, ...) adds one. Sends and receives are not
 // collectives and add nothing, so a ring of sends would go uncounted: the Gloo backend made
-// while counting is ProcessGroupGloo itself with its all-reduce, send and receive counted on the
-// way in (CountedGloo below; the chapters call them through the base class, as they call
-// Gloo's). With DDP_COUNT_COLLECTIVES=1 in the environment the program started with (read
+// while counting is ProcessGroupGloo itself with its all-reduce, broadcast, send and receive
+// counted on the way in (CountedGloo below; the chapters call them through the base class, as
+// they call Gloo's). With DDP_COUNT_COLLECTIVES=1 in the environment the program started with (read
 // before main(), so a program that unsets it counts all the same), leaving prints one line:
-//   [rank 0/3] the process group ran 23 collectives: 21 all-reduces of 2716 bytes in all, 0 sends, 0 receives (DDP_COUNT_COLLECTIVES)
-// Exercise 03.2's check reads it; without the variable nothing changes.
+//   [rank 0/3] the process group ran 23 collectives: 21 all-reduces of 2716 bytes in all, 0 sends, 0 receives, 0 broadcasts (DDP_COUNT_COLLECTIVES)
+// Exercises 01.2's and 03.2's checks read it; without the variable nothing changes.
 
 // Step 5's Gloo backend (make_backend, 01_join_group/main.cpp): counting as above when asked, else plain Gloo.
 c10::intrusive_ptr<Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,

@@ -72,6 +72,11 @@ RankInfo resolve_rank_info(const CommonFlags& flags) { return resolve_rank_info(
 // work may never finish), and on LibTorch 1.13, which has no shutdown, only the order of the
 // releases remains (compat.h). Python's examples call it at the end of main; here the Group's
 // destructor does, on every path out, the error paths included.
+Group::Group(RankInfo i, c10::intrusive_ptr<c10d::Store> s, c10::intrusive_ptr<Backend> p)
+    : info(std::move(i)), store(std::move(s)), pg(std::move(p)) {
+  count_collectives_if_asked(*this);  // Note [Counted by the backend]: chapter 01 makes its Group so
+}
+
 void Group::destroy() noexcept {
   report_collective_count(*this);  // DDP_COUNT_COLLECTIVES=1: Note [Counted by the backend]
   if (pg) {

@@ -23,8 +23,8 @@ struct Group {
   int size() const { return info.world_size.value; }
 
   Group() = default;
-  Group(RankInfo i, c10::intrusive_ptr<c10d::Store> s, c10::intrusive_ptr<Backend> p)
-      : info(std::move(i)), store(std::move(s)), pg(std::move(p)) {}
+  // Counts its collectives from here when the environment asks (DDP_COUNT_COLLECTIVES=1).
+  Group(RankInfo i, c10::intrusive_ptr<c10d::Store> s, c10::intrusive_ptr<Backend> p);
   Group(Group&&) noexcept = default;
   Group& operator=(Group&&) noexcept = default;
   Group(const Group&) = delete;  // one owner shuts the backend down, once
@@ -63,8 +63,8 @@ std::optional<Group> join_or_explain(const CommonFlags& flags);
 // The device a rank's tensors live on: cuda:<local rank> for nccl, cpu for gloo.
 torch::Device device_for(const RankInfo& info);
 
-// One line on what a rank computes with: "cuda:0 (NVIDIA H100 80GB HBM3)" or "cpu, OpenBLAS
-// (openblas-pthread), 1 intra-op thread".
+// One line on what a rank computes with: "cuda:0 (NVIDIA H100 80GB HBM3)" or "cpu, BLAS
+// OpenBLAS (openblas-pthread), 1 intra-op thread".
 std::string describe_compute(const torch::Device& device);
 
 // The line that says why a host with GPUs runs Gloo (RankInfo::backend_note), once per host:

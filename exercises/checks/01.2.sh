@@ -5,14 +5,15 @@
 # build: 01_join_group
 # proves: every rank of a world of 3, each started as its own process, received through a
 #         broadcast the number only rank 0 knows (its process id), and the group still passed its
-#         check.
+#         check. The backend counts what each rank ran (Note [Counted by the backend]): one
+#         broadcast beside the chapter's one all-reduce, so the store or an all-reduce will not do.
 source "$(dirname "$0")/lib.sh"
 [ -x "$B/01_join_group" ] || fail "$B/01_join_group not found: build the course first (scripts/run.sh)"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 # Started directly (not through `run`): $! is then the rank's own process id, the number rank 0
 # must broadcast. The ranks stop by themselves within --timeout; the watchdog is for a hang.
 for r in 0 1 2; do
-  MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$B/01_join_group" --rank "$r" --world-size 3 --timeout 20 > "$WORK/rank$r.log" 2>&1 &
+  DDP_COUNT_COLLECTIVES=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$B/01_join_group" --rank "$r" --world-size 3 --timeout 20 > "$WORK/rank$r.log" 2>&1 &
   pids[$r]=$!
 done
 # (Its output goes nowhere: a sleep left holding the check's stdout would hold up whoever reads it.)
@@ -27,5 +28,10 @@ for r in 0 1 2; do
   got=$(sed -n "s/^\[rank $r\/3\] broadcast from rank 0: \([0-9]*\)\$/\1/p" "$WORK/rank$r.log")
   [ -n "$got" ] || fail "rank $r printed no line 'broadcast from rank 0: <number>': add the broadcast after step 6 of 01_join_group/main.cpp (log it with ddp::log)"
   [ "$got" = "${pids[0]}" ] || fail "rank $r got $got, but rank 0's process id was ${pids[0]}"
+  count=$(sed -n "s/^\[rank $r\/3\] the process group ran [0-9]* collectives: \([0-9]*\) all-reduces of [0-9]* bytes in all, [0-9]* sends, [0-9]* receives, \([0-9]*\) broadcasts (DDP_COUNT_COLLECTIVES)\$/\1 \2/p" "$WORK/rank$r.log")
+  [ -n "$count" ] || fail "rank $r did not say, when it left, what its process group ran (DDP_COUNT_COLLECTIVES): did it leave the group as the chapter does (step 7)?"
+  read -r allreduces broadcasts <<< "$count"
+  [ "$broadcasts" = 1 ] || fail "rank $r's process group ran $broadcasts broadcasts, not one: send the number with group.pg->broadcast, once"
+  [ "$allreduces" = 1 ] || fail "rank $r's process group ran $allreduces all-reduces where the chapter runs one: the number goes by the broadcast alone"
 done
 pass "ranks 0, 1 and 2 all got ${pids[0]}, rank 0's process id"

@@ -4,9 +4,12 @@
 # time: 25 min
 # build: 05_ddp 02_spawn
 # proves: a --bucket-cap-mb below 1 MiB now cuts the first bucket too (the MLP at 0.1 MiB is two
-#         buckets or more, and the log says where the first one closes), while the default run keeps
-#         its 1 MiB first bucket (the CNN is still two buckets) and --one-bucket its one bucket; and
-#         the new buckets still average right: 2 ranks end bit-identical to the one-bucket run.
+#         buckets or more, and the log says where the first one closes; at a second cap that the
+#         check draws each time, between 0.002 and 0.009 MiB, the MLP is three buckets, the
+#         first one fc3 alone, and the log names that cap, so no limit written into the code
+#         passes), while the default run keeps its 1 MiB first bucket (the CNN is still
+#         two buckets, and the log says 1 MiB) and --one-bucket its one bucket; and the new
+#         buckets still average right: 2 ranks end bit-identical to the one-bucket run.
 source "$(dirname "$0")/lib.sh"
 # A short run of 2 ranks on a little synthetic data; the line that matters comes after step 1.
 trainer() {
@@ -27,6 +30,12 @@ grep -q 'holds 1 MiB (the first one filled)' <<< "$small_line" &&
   fail "the buckets are right, but the log still says the first one closes at 1 MiB: make describe_buckets (05_ddp/ddp_interface.cpp) print the first bucket's real limit"
 grep -q 'holds 0.1 MiB (the first one filled)' <<< "$small_line" ||
   fail "the log must say where the first bucket closes now, 'a bucket closes once it holds 0.1 MiB (the first one filled)': make describe_buckets (05_ddp/ddp_interface.cpp) print the first bucket's real limit"
+# A cap below fc3's 10 KiB: the first bucket closes after fc3's two tensors, fc2's and fc1's
+# make one each (the cap is below either weight alone).
+cap=0.00$((RANDOM % 8 + 2))
+trainer drawn --bucket-cap-mb "$cap"
+[ "$count" = 3 ] && grep -q "holds $cap MiB (the first one filled)" <<< "$line" ||
+  fail "at --bucket-cap-mb $cap (a cap the check drew) the MLP must be three buckets, and the log must say the first one closes at $cap MiB; it is $count, and says: ${line#*ready: }. The first bucket's limit is the smaller of 1 MiB and the cap, whatever the cap"
 trainer one --one-bucket
 [ "$count" = 1 ] || fail "--one-bucket must stay one bucket, it is now $count: keep kOneBucket as the first bucket's limit there"
 [ -n "$print" ] || fail "05_ddp --one-bucket printed no params fingerprint line: $(tail -n 2 "$WORK/one.log")"
@@ -35,4 +44,6 @@ trainer one --one-bucket
 trainer cnn --model cnn
 [ "$count" -ge 2 ] ||
   fail "without --bucket-cap-mb (25 MiB) the first bucket must still close at 1 MiB, as in PyTorch: the CNN is now $count bucket, the course as it was gives it 2"
+grep -q 'holds 1 MiB (the first one filled) or 25 MiB' <<< "$line" ||
+  fail "without --bucket-cap-mb the log must still say 'a bucket closes once it holds 1 MiB (the first one filled) or 25 MiB', it says: ${line#*ready: }"
 pass "the MLP at a cap of 0.1 MiB: ${small_line#*ready: }; the default run keeps its 1 MiB first bucket; fingerprint $small_print, as --one-bucket"

@@ -191,16 +191,13 @@ fi
 
 # 7. 01.2 by an all-reduce and by the store; 05.2 by a written-in 0.1 MiB. Each fake is the
 # solution with one thing changed, so that nothing else fails first.
-(cd "$scratch/course" && patch -s -p1 < "$root/exercises/solutions/01.2.patch") ||
-  { echo "GAMING 01.2: its solution no longer applies"; bad=1; }
-main=$scratch/course/01_join_group/main.cpp
-python3 - "$main" <<'PY'
+solved() { (cd "$scratch/course" && patch -s -p1 < "$root/exercises/solutions/$1.patch") || { echo "GAMING $1: its solution no longer applies"; bad=1; }; }
+solved 01.2
+python3 - "$scratch/course/01_join_group/main.cpp" "    group.pg->broadcast(b)->wait();" <<'PY'
 import sys
-path = sys.argv[1]
-s = open(path).read()
-line = "    group.pg->broadcast(b)->wait();\n"
-assert line in s, "the solution's broadcast is gone: update this test"
-s = s.replace(line, """    const std::string fake = std::getenv("DDP_FAKE") ? std::getenv("DDP_FAKE") : "";
+text = open(sys.argv[1]).read()
+assert sys.argv[2] in text, "the solution's broadcast is gone: update this test"
+text = text.replace(sys.argv[2], """    const std::string fake = std::getenv("DDP_FAKE") ? std::getenv("DDP_FAKE") : "";
     if (fake == "allreduce") {  // the others add 0: the sum is rank 0's pid
       if (rank != 0) b[0].zero_();
       group.pg->allreduce(b)->wait();
@@ -210,13 +207,13 @@ s = s.replace(line, """    const std::string fake = std::getenv("DDP_FAKE") ? st
       else b[0].fill_(std::stod([&] { auto v = group.store->get("pid"); return std::string(v.begin(), v.end()); }()));
     }
 """)
-open(path, "w").write(s)
+open(sys.argv[1], "w").write(text)
 PY
 if fake_build 01_join_group; then
   faked allreduce 01.2 "rank 0's process group ran 0 broadcasts" "rank 0's pid sent by an all-reduce"
   faked store 01.2 "rank 0's process group ran 0 broadcasts" "rank 0's pid sent through the store"
 fi
-(cd "$scratch/course" && patch -s -p1 < "$root/exercises/solutions/05.2.patch") || { echo "GAMING 05.2: its solution no longer applies"; bad=1; }
+solved 05.2
 sed -i 's/std::min(kFirstBucketBytes, cap_bytes_)/(cap_bytes_ < kFirstBucketBytes ? size_t{104857} : kFirstBucketBytes)/' \
   "$scratch/course/05_ddp/ddp.cpp" "$scratch/course/05_ddp/ddp_interface.cpp"
 if ! grep -q 'size_t{104857}' "$scratch/course/05_ddp/ddp.cpp" || ! grep -q 'size_t{104857}' "$scratch/course/05_ddp/ddp_interface.cpp"; then

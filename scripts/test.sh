@@ -161,11 +161,11 @@ for i in "${!fl[@]}"; do
   # Note [Measured alone]
   # ~~~~~~~~~~~~~~~~~~~~~
   # The tests labelled measures (05.10's, the cost model's) time this machine, and 05.10's
-  # compares two measurements made a minute apart, so both must see the same machine: RUN_SERIAL keeps other tests off it, but not the
-  # next flavour's build, which at nice 19 still took the cores whenever a test waited (in CI,
-  # 05.10's solution measured alpha at 1233.4 us beside it, against 301.9 us alone here, and
-  # failed its own check; the cost model's fit an alpha five times its own). So while a build
-  # runs beside, they wait, and run once it has ended.
+  # compares two measurements made a minute apart, so both must see the same machine: RUN_SERIAL
+  # keeps other tests off it, but not the next flavour's build, which at nice 19 still took the
+  # cores whenever a test waited (in CI, 05.10's solution measured alpha at 1233.4 us beside it,
+  # against 301.9 us alone here, and failed its own check; the cost model's fit an alpha five
+  # times its own). So while a build runs beside, they wait, and run once it has ended.
   later=()
   [ -z "$next" ] || later=(-LE measures)
   start=$SECONDS

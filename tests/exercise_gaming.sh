@@ -111,6 +111,9 @@ done
 # of each chapter, the fake chosen when it runs (DDP_FAKE).
 mkdir -p "$scratch/course"
 (cd "$root" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -p -t "$scratch/course")
+solved() {  # <id>: its solution applied to the faked course (routes 4 and 7 fake from there)
+  (cd "$scratch/course" && patch -s -p1 < "$root/exercises/solutions/$1.patch") || { echo "GAMING $1: its solution no longer applies"; bad=1; }
+}
 fake_build() {  # <target>: builds the faked course's <target> into $scratch/bin
   python3 "$root/tests/overlay_build.py" "$build" "$root" "$scratch/course" "$scratch/bin" "$@" > "$scratch/overlay.log" 2>&1 ||
     { echo "GAMING: the faked course did not build: $(tail -n 5 "$scratch/overlay.log")"; bad=1; return 1; }
@@ -162,7 +165,7 @@ if fake_build 03_manual_allreduce; then
 fi
 # 04.1, two fakes: (lines) the four lines printed before training, the hooks untouched; (after)
 # the solution's line logged by the hook after it has started its all-reduce.
-(cd "$scratch/course" && patch -s -p1 < "$root/exercises/solutions/04.1.patch") || { echo "GAMING 04.1: its solution no longer applies"; bad=1; }
+solved 04.1
 main=$scratch/course/04_grad_hooks/main.cpp
 python3 - "$main" <<'PY'
 import sys
@@ -191,7 +194,6 @@ fi
 
 # 7. 01.2 by an all-reduce and by the store; 05.2 by a written-in 0.1 MiB. Each fake is the
 # solution with one thing changed, so that nothing else fails first.
-solved() { (cd "$scratch/course" && patch -s -p1 < "$root/exercises/solutions/$1.patch") || { echo "GAMING $1: its solution no longer applies"; bad=1; }; }
 solved 01.2
 python3 - "$scratch/course/01_join_group/main.cpp" "    group.pg->broadcast(b)->wait();" <<'PY'
 import sys

@@ -12,7 +12,8 @@
 //   .venv/bin/torchrun --nproc-per-node 2 --no-python ./build-cuda/07_fsdp --collectives c10d
 //
 // Expected output (./build-cpu/07_fsdp --nproc-per-node 2 --train-samples 6400 --epochs 2 --warmup-steps 10
-// --log-every 50; trimmed):
+// --log-every 50; trimmed; "mean loss" is the mean over the steps since the line before, so the
+// README's run, which logs every 25, shows another one at step 100):
 //   [rank 0/2] model mlp: 3 units: fc1 (401920 elements, 200960 a rank), fc2 (131328 elements, 65664 a rank),
 //              fc3 (2570 elements, 1285 a rank); prefetch 1, the ring's two halves
 //   [rank 0/2] epoch 2/2 [##########] step 100/100 mean loss 0.4819 lr 1.523e-05 3766 samples/s ETA 0:00

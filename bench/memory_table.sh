@@ -168,7 +168,7 @@ done
     jddp = jddp jsep d; jos = jos jsep o; jall = jall jsep f
   }
   printf "The ZeRO paper%ss own form (Rajbhandari et al., ZeRO, SC 2020, section 5 / Figure 1): mixed precision, 2Ψ + 2Ψ + KΨ bytes with K = 12 (Adam), ", "\047"
-  printf "for Ψ = %d, MiB per rank at N = %s: DDP %s; ZeRO-1 (P_os, 2Ψ + 2Ψ + KΨ/N) %s; FSDP (P_os+g+p, (2 + 2 + K)Ψ/N) %s.\n", psi, ns, ddp, os, all
+  printf "for Ψ = %d, MiB per rank at N = %s: DDP %s; ZeRO-1 (P_os in the paper: optimizer state partitioned, 2Ψ + 2Ψ + KΨ/N) %s; FSDP (P_os+g+p: optimizer state, gradients and parameters partitioned, (2 + 2 + K)Ψ/N) %s.\n", psi, ns, ddp, os, all
   printf "{\"DDP\": [%s], \"ZeRO-1\": [%s], \"FSDP\": [%s]}\n", jddp, jos, jall
 }')
 echo "$paper_line"

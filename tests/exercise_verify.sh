@@ -56,6 +56,11 @@ if [ "${1:-}" = --consistency ]; then
   for id in "$@"; do
     grep -q "\b${id//./\\.}\b" "$teaching" || { echo "docs/teaching.md's plan does not name exercise $id"; bad=1; }
   done
+  # and every test of the exercises as a whole that tests/CMakeLists.txt registers, which its
+  # paragraph on ctest -R '^Exercise\.' lists.
+  for t in $(grep -o 'add_test(NAME Exercise\.[A-Z][A-Za-z]*' "$root/tests/CMakeLists.txt" | sed 's/.* //'); do
+    grep -q "\b$t\b" "$teaching" || { echo "docs/teaching.md does not name $t, which ctest -R '^Exercise\.' runs"; bad=1; }
+  done
   [ $bad = 0 ] && echo "$# exercises: each has a check, a solution, its place in its chapter's README and in docs/teaching.md"
   exit $bad
 fi
@@ -129,6 +134,14 @@ cat "$scratch/untouched.log"
 grep -q "^FAIL $id: ..*" "$scratch/untouched.log" || { echo "VERIFY $id: the untouched course's FAIL line says nothing"; exit 1; }
 
 echo "== $id ($kind), solved: must PASS"
+# With a port exported that another process holds, as a student's ~/.bashrc may export their own
+# port while their run holds it (docs/teaching.md): the check's launchers must not take it.
+python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(); print(s.getsockname()[1], flush=True); sys.stdout.close(); time.sleep(900)' > "$scratch/port" &
+holder=$!
+trap 'kill $holder 2> /dev/null; rm -rf "$scratch"' EXIT
+for _ in $(seq 50); do [ -s "$scratch/port" ] && break; sleep 0.1; done
+busy=(env MASTER_ADDR=127.0.0.1 MASTER_PORT=$(cat "$scratch/port"))
 if [ "$kind" = observation ] && [ -x "$root/exercises/solutions/$id.sh" ]; then
   # An answer that is this machine's own measurements: the solution measures them, as the page
   # says, and the check measures again. A machine whose speed changes between the two (another
@@ -139,13 +152,13 @@ if [ "$kind" = observation ] && [ -x "$root/exercises/solutions/$id.sh" ]; then
     answer=$("$root/exercises/solutions/$id.sh" "$build") || { echo "VERIFY $id: exercises/solutions/$id.sh failed"; exit 1; }
     echo "$id: $answer" > "$scratch/answers.txt"
     echo "exercises/solutions/$id.sh measured: $answer"
-    DDP_BUILD=$build DDP_ANSWERS=$scratch/answers.txt "$root/scripts/exercise.sh" "$id"
+    DDP_BUILD=$build DDP_ANSWERS=$scratch/answers.txt "${busy[@]}" "$root/scripts/exercise.sh" "$id"
     code=$?
     [ $code = 0 ] && break
     [ $attempt = 1 ] && echo "== $id: the check measured this machine otherwise than the solution did; both measure again, once"
   done
 elif [ "$kind" = observation ]; then
-  DDP_BUILD=$build DDP_ANSWERS=$root/exercises/solutions/answers.txt "$root/scripts/exercise.sh" "$id"
+  DDP_BUILD=$build DDP_ANSWERS=$root/exercises/solutions/answers.txt "${busy[@]}" "$root/scripts/exercise.sh" "$id"
   code=$?
 else
   # The course as this build was made from it: tracked and untracked-but-not-ignored files.
@@ -161,7 +174,7 @@ else
   python3 "$root/tests/overlay_build.py" "$build" "$root" "$scratch/course" "$scratch/bin" $(field build "$check") ||
     { echo "VERIFY $id: the solved course does not build"; exit 1; }
   # The copy's own check and lib (a solution never changes them), run against the copy's programs.
-  DDP_BUILD=$scratch/bin DDP_ANSWERS=$root/exercises/answers.txt "$root/scripts/exercise.sh" "$id"
+  DDP_BUILD=$scratch/bin DDP_ANSWERS=$root/exercises/answers.txt "${busy[@]}" "$root/scripts/exercise.sh" "$id"
   code=$?
 fi
 [ $code = 0 ] || { echo "VERIFY $id: the check must PASS with the solution, it exited $code"; exit 1; }

@@ -809,7 +809,7 @@ std::string memory_table_paper_line(int64_t psi, const std::vector<int>& ns) {
   }
   return "The ZeRO paper's own form (Rajbhandari et al., ZeRO, SC 2020, section 5 / Figure 1): mixed precision, "
          "2Ψ + 2Ψ + KΨ bytes with K = 12 (Adam), for Ψ = " + std::to_string(psi) + ", MiB per rank at N = " + worlds +
-         ": DDP " + ddp + "; ZeRO-1 (P_os, 2Ψ + 2Ψ + KΨ/N) " + os + "; FSDP (P_os+g+p, (2 + 2 + K)Ψ/N) " + all + ".";
+         ": DDP " + ddp + "; ZeRO-1 (P_os in the paper: optimizer state partitioned, 2Ψ + 2Ψ + KΨ/N) " + os + "; FSDP (P_os+g+p: optimizer state, gradients and parameters partitioned, (2 + 2 + K)Ψ/N) " + all + ".";
 }
 
 }  // namespace

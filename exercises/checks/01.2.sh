@@ -29,7 +29,7 @@ for r in 0 1 2; do
   [ -n "$got" ] || fail "rank $r printed no line 'broadcast from rank 0: <number>': add the broadcast after step 6 of 01_join_group/main.cpp (log it with ddp::log)"
   [ "$got" = "${pids[0]}" ] || fail "rank $r got $got, but rank 0's process id was ${pids[0]}"
   count=$(sed -n "s/^\[rank $r\/3\] the process group ran [0-9]* collectives: \([0-9]*\) all-reduces of [0-9]* bytes in all, [0-9]* sends, [0-9]* receives, \([0-9]*\) broadcasts (DDP_COUNT_COLLECTIVES)\$/\1 \2/p" "$WORK/rank$r.log")
-  [ -n "$count" ] || fail "rank $r did not say, when it left, what its process group ran (DDP_COUNT_COLLECTIVES): did it leave the group as the chapter does (step 7)?"
+  [ -n "$count" ] || fail "rank $r did not say, when it left, what its process group ran (DDP_COUNT_COLLECTIVES): did it leave the group as the chapter does (step 8)?"
   read -r allreduces broadcasts <<< "$count"
   [ "$broadcasts" = 1 ] || fail "rank $r's process group ran $broadcasts broadcasts, not one: send the number with group.pg->broadcast, once"
   [ "$allreduces" = 1 ] || fail "rank $r's process group ran $allreduces all-reduces where the chapter runs one: the number goes by the broadcast alone"

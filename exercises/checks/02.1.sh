@@ -5,8 +5,7 @@
 # build: 02_spawn
 # proves: the two ranks you wrote down are, for a run the exercise gives no command for (rank 1
 #         exits instead of hanging, the survivor left to fail by itself), the one the launcher's
-#         report marks as the first failure and the one the flight recorder names: the same rank,
-#         where in the hang you ran they differ.
+#         report marks as the first failure and the one the flight recorder names.
 source "$(dirname "$0")/lib.sh"
 read_answer 02.1
 run 60 "$WORK/exit.log" 02_spawn --nproc-per-node 2 --fail-mode exit --fail-rank 1 --on-failure wait --timeout 3

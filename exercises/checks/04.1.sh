@@ -3,11 +3,11 @@
 # kind: coding
 # time: 25 min
 # build: 04_grad_hooks 02_spawn
-# proves: the hooks fire once per parameter, in the reverse of the order the model defines its
-#         parameters in, and the order the hooks logged is the order in which the all-reduces
-#         really started (rank 0's --trace), each line logged by its hook before its
-#         all-reduce started and after the one before it had (DDP_TRACE_LOG_LINES=1 puts
-#         every logged line on the trace, with the moment it was logged: common/basics/log.cpp).
+# proves: the hooks fire once per parameter, in the order the gradients become ready, and the
+#         order the hooks logged is the order in which the all-reduces really started (rank 0's
+#         --trace), each line logged by its hook before its all-reduce started and after the one
+#         before it had (DDP_TRACE_LOG_LINES=1 puts every logged line on the trace, with the
+#         moment it was logged: common/basics/log.cpp).
 source "$(dirname "$0")/lib.sh"
 DDP_TRACE_LOG_LINES=1 run 60 "$WORK/run.log" 02_spawn --nproc-per-node 2 -- "$B/04_grad_hooks" --comm async --trace "$WORK/t.json" ||
   fail "the run failed: $(tail -n 3 "$WORK/run.log")"

@@ -6,8 +6,7 @@
 # proves: the number you wrote down, worked out from the MLP's layer shapes and PowerSGD's rule
 #         for which tensors to compress, is the bytes each rank of a real --comm-hook powersgd run
 #         at --powersgd-rank 5 all-reduces per compressed step (rank 1's "PowerSGD from step"
-#         line), a run the exercise gives no command for. Rank 5: the page shows the bytes and floats
-#         at rank 1, and at 5 one of the MLP's matrices no longer passes the rule.
+#         line), a run the exercise gives no command for (the page shows rank 1's).
 source "$(dirname "$0")/lib.sh"
 read_answer 05.8
 run 120 "$WORK/powersgd.log" 05_ddp --nproc-per-node 2 --model mlp --comm-hook powersgd --powersgd-start-iter 2 --powersgd-rank 5 \

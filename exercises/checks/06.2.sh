@@ -6,8 +6,7 @@
 # proves: the two jobs you predicted from Note [The simulated cluster] and Note [Preemption and
 #         requeue] (the exercise gives no command for them) start their tasks as many times, and
 #         end in the states, that the simulated Slurm gives them: (a) warned, with one requeue
-#         allowed: it runs again once and is then held; (b) never warned (--signal none): it
-#         meets its limit once and is stopped, not requeued.
+#         allowed; (b) never warned (--signal none).
 source "$(dirname "$0")/lib.sh"
 read_answer 06.2
 job() {  # <name> <flags of the job>...: how many times its tasks started, and the state it ended in

@@ -5,8 +5,7 @@
 # build: 06_slurm 05_ddp
 # proves: the state and the signal you wrote down, predicted (the exercise gives no command for
 #         this job), are the state a job ends in when Slurm warns with SIGUSR2 but the trainer
-#         listens for SIGUSR1 (--requeue-signal USR1), and the signal its tasks died of: the warning
-#         itself, as any signal nobody handles, so nothing is checkpointed or requeued.
+#         listens for SIGUSR1 (--requeue-signal USR1), and the signal its tasks died of.
 source "$(dirname "$0")/lib.sh"
 read_answer 06.3
 run 60 "$WORK/job.log" 06_slurm --local --nodes 1 --tasks-per-node 2 --time 0:10 --signal USR2@5 --out-dir "$WORK/jobs" \

@@ -9,6 +9,10 @@ set -uo pipefail
 # The system's tools, not the caller's PATH: a check's timeout, python3, grep and sed are
 # Debian's, so a program of the same name put first on PATH cannot stand in for them.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+# A port or address the student exported (docs/teaching.md gives each student their own port)
+# would fix the launchers' port: a check beside the student's own run would meet it. Unset, the
+# launchers let the operating system pick a free port.
+unset MASTER_ADDR MASTER_PORT
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 B=${DDP_BUILD:-$ROOT/build-cpu}
 ANSWERS=${DDP_ANSWERS:-$ROOT/exercises/answers.txt}

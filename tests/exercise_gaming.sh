@@ -22,9 +22,10 @@
 #    own check passes) but a one-rank step four times this machine's must FAIL, naming t1 and no
 #    figure the check measured.
 # 6. Fakes of the checks' tools (timeout, python3, ...) first on PATH: never run.
-# 7. 01.2 without a broadcast (rank 0's pid sent by an all-reduce, or through the store), and
-#    05.2 with the first bucket's limit written in as 0.1 MiB (a newcomer's review found both):
-#    each must FAIL, by the backend's own count and by a cap the check draws.
+# 7. 01.2 without a broadcast (rank 0's pid sent by an all-reduce, or through the store), or
+#    with one of a placeholder beside them; 05.2 with the first bucket's limit written in as
+#    0.1 MiB, or with the new buckets described while the old ones run (reviews found each):
+#    each must FAIL, by the backend's own count and what it sent, and by a cap the check draws.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "$1" && pwd)
@@ -192,36 +193,70 @@ if fake_build 04_grad_hooks 02_spawn; then
   faked after 04.1 "'gradient ready: 2.bias (4 bytes)' was not logged by its hook" "each line logged after its all-reduce started"
 fi
 
-# 7. 01.2 by an all-reduce and by the store; 05.2 by a written-in 0.1 MiB. Each fake is the
-# solution with one thing changed, so that nothing else fails first.
+# 7. 01.2 by an all-reduce and by the store, each with a placeholder broadcast beside it or
+# without; 05.2 by a written-in 0.1 MiB and by a described layout. Each fake is the solution with
+# one thing changed, so that nothing else fails first.
 solved 01.2
-python3 - "$scratch/course/01_join_group/main.cpp" "    group.pg->broadcast(b)->wait();" <<'PY'
+python3 - "$scratch/course/01_join_group/main.cpp" "    group.pg->broadcast(b)->wait();" "    group.pg->allreduce(t)->wait();" <<'PY'
 import sys
 text = open(sys.argv[1]).read()
-assert sys.argv[2] in text, "the solution's broadcast is gone: update this test"
-text = text.replace(sys.argv[2], """    const std::string fake = std::getenv("DDP_FAKE") ? std::getenv("DDP_FAKE") : "";
-    if (fake == "allreduce") {  // the others add 0: the sum is rank 0's pid
+assert sys.argv[2] in text and sys.argv[3] in text, "the solution's broadcast or the chapter's all-reduce is gone: update this test"
+# (allreduce+broadcast) rank 0's pid as a second element of the chapter's own all-reduce.
+text = text.replace(sys.argv[3], """    const std::string fake = std::getenv("DDP_FAKE") ? std::getenv("DDP_FAKE") : "";
+    double carried = 0;
+    if (fake == "allreduce+broadcast") {
+      std::vector<torch::Tensor> two{torch::cat({t[0], torch::full({1}, rank == 0 ? static_cast<double>(::getpid()) : 0.0, torch::kFloat64)})};
+      group.pg->allreduce(two)->wait();
+      t[0].fill_(two[0][0].item<double>());
+      carried = two[0][1].item<double>();
+    } else {
+      group.pg->allreduce(t)->wait();
+    }""")
+text = text.replace(sys.argv[2], """    if (fake == "allreduce") {  // the others add 0: the sum is rank 0's pid
       if (rank != 0) b[0].zero_();
       group.pg->allreduce(b)->wait();
-    } else if (fake == "store") {  // rank 0 writes it, the others wait for it
+    } else if (fake == "allreduce+broadcast") {
+      b[0].fill_(carried);
+    } else if (fake.rfind("store", 0) == 0) {  // rank 0 writes it, the others wait for it
       const std::string pid = std::to_string(::getpid());
       if (rank == 0) group.store->set("pid", std::vector<uint8_t>(pid.begin(), pid.end()));
       else b[0].fill_(std::stod([&] { auto v = group.store->get("pid"); return std::string(v.begin(), v.end()); }()));
     }
-""")
+    if (fake.size() > 10 && fake.compare(fake.size() - 10, 10, "+broadcast") == 0) {  // and a broadcast of a placeholder
+      std::vector<torch::Tensor> placeholder{torch::zeros({1}, torch::kFloat64)};
+      group.pg->broadcast(placeholder)->wait();
+    }""")
 open(sys.argv[1], "w").write(text)
 PY
 if fake_build 01_join_group; then
   faked allreduce 01.2 "rank 0's process group ran 0 broadcasts" "rank 0's pid sent by an all-reduce"
   faked store 01.2 "rank 0's process group ran 0 broadcasts" "rank 0's pid sent through the store"
+  faked allreduce+broadcast 01.2 "rank 0's broadcast sent '0'" "rank 0's pid in the chapter's own all-reduce, and a placeholder broadcast"
+  faked store+broadcast 01.2 "rank 0's broadcast sent '0'" "rank 0's pid sent through the store, and a placeholder broadcast"
 fi
+# 05.2, two fakes: (written) the first bucket's limit written in as 0.1 MiB; (described) the log
+# describes the new buckets, and the buckets that run are rebuilt the old way after it.
 solved 05.2
-sed -i 's/std::min(kFirstBucketBytes, cap_bytes_)/(cap_bytes_ < kFirstBucketBytes ? size_t{104857} : kFirstBucketBytes)/' \
-  "$scratch/course/05_ddp/ddp.cpp" "$scratch/course/05_ddp/ddp_interface.cpp"
-if ! grep -q 'size_t{104857}' "$scratch/course/05_ddp/ddp.cpp" || ! grep -q 'size_t{104857}' "$scratch/course/05_ddp/ddp_interface.cpp"; then
-  echo "GAMING 05.2: the solution's two limits are gone: update this test"; bad=1
-elif fake_build 05_ddp 02_spawn; then
-  faked none 05.2 "at --bucket-cap-mb 0.00" "the first bucket's limit written in as 0.1 MiB"
+python3 - "$scratch/course/05_ddp/ddp.cpp" "$scratch/course/05_ddp/ddp_interface.cpp" <<'PY'
+import sys
+limit = "std::min(kFirstBucketBytes, cap_bytes_)"
+written = ('(std::getenv("DDP_FAKE") && std::string(std::getenv("DDP_FAKE")) == "written" && cap_bytes_ < kFirstBucketBytes'
+           ' ? size_t{104857} : ' + limit + ')')
+logged = '    log0("buckets rebuilt in the order gradients became ready: " + describe_buckets());\n'
+for path in sys.argv[1:]:
+    text = open(path).read()
+    assert limit in text, "the solution's limit is gone from " + path + ": update this test"
+    text = text.replace(limit, written)
+    if path.endswith("ddp.cpp"):
+        assert logged in text, "the rebuilt buckets' log line is gone: update this test"
+        text = text.replace(logged, logged + """    if (std::getenv("DDP_FAKE") && std::string(std::getenv("DDP_FAKE")) == "described")
+      build_buckets(assign_buckets(ready_order_, bytes_, cap_bytes_ == kOneBucket ? kOneBucket : kFirstBucketBytes, cap_bytes_));
+""")
+    open(path, "w").write(text)
+PY
+if fake_build 05_ddp 02_spawn; then
+  faked written 05.2 "at --bucket-cap-mb 0.00" "the first bucket's limit written in as 0.1 MiB"
+  faked described 05.2 "at --bucket-cap-mb 0.00" "the new buckets described, the old ones run"
 fi
 
 # 6. Programs of the checks' names first on PATH (the student's route: a `timeout` that prints

@@ -2,8 +2,11 @@
 #include "common/group/collective_count.h"
 
 #include <atomic>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -38,6 +41,9 @@ class CountedGloo : public c10d::ProcessGroupGloo {
   }
   WorkPtr broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts = c10d::BroadcastOptions()) override {
     broadcasts++;
+    if (opts.rootRank == getRank() && opts.rootTensor >= 0 && opts.rootTensor < static_cast<int64_t>(tensors.size())) {
+      note_sent(tensors[opts.rootTensor]);
+    }
     return c10d::ProcessGroupGloo::broadcast(tensors, opts);
   }
   WorkPtr send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
@@ -54,6 +60,35 @@ class CountedGloo : public c10d::ProcessGroupGloo {
   }
 
   std::atomic<int64_t> allreduces{0}, allreduce_bytes{0}, broadcasts{0}, sends{0}, recvs{0};
+
+  // What this rank sent as the root of its broadcasts: a tensor's values up to four of them
+  // (an integer without decimals), else its size; what a check compares with the number that
+  // had to travel (exercise 01.2), so that a broadcast of a placeholder beside another route fails.
+  std::string sent() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return sent_;
+  }
+
+ private:
+  void note_sent(const at::Tensor& t) {
+    std::string values;
+    if (t.numel() <= 4) {
+      const at::Tensor d = t.detach().to(at::kCPU).to(at::kDouble).contiguous();
+      for (int64_t i = 0; i < d.numel(); ++i) {
+        const double v = d.data_ptr<double>()[i];
+        char text[40];
+        if (v == std::floor(v) && std::fabs(v) < 1e15) std::snprintf(text, sizeof(text), "%lld", static_cast<long long>(v));
+        else std::snprintf(text, sizeof(text), "%.17g", v);
+        values += (i ? " " : "") + std::string(text);
+      }
+    } else {
+      values = std::to_string(t.numel()) + " values";
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    sent_ += (sent_.empty() ? "" : "; ") + values;
+  }
+  mutable std::mutex mu_;
+  std::string sent_;
 };
 
 }  // namespace
@@ -82,6 +117,9 @@ void report_collective_count(const Group& g) noexcept {
               " broadcasts";
     }
     log(line + " (DDP_COUNT_COLLECTIVES)");
+    if (const auto* counted = dynamic_cast<const CountedGloo*>(g.pg.get()); counted && !counted->sent().empty()) {
+      log("as the root of its broadcasts this rank sent: " + counted->sent() + " (DDP_COUNT_COLLECTIVES)");
+    }
   } catch (const std::exception& e) {
     log("DDP_COUNT_COLLECTIVES: " + short_what(e));
   }

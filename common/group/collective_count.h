@@ -1,4 +1,4 @@
-// defines: the count of the collectives a process group ran, for a check to read (exercises 01.2, 03.2).
+// defines: the count of the collectives a process group ran, for a check to read (exercises 01.2, 03.2, 05.2).
 #pragma once
 
 #include "common/group/process_group.h"
@@ -17,7 +17,10 @@ namespace ddp {
 // they call Gloo's). With DDP_COUNT_COLLECTIVES=1 in the environment the program started with (read
 // before main(), so a program that unsets it counts all the same), leaving prints one line:
 //   [rank 0/3] the process group ran 23 collectives: 21 all-reduces of 2716 bytes in all, 0 sends, 0 receives, 0 broadcasts (DDP_COUNT_COLLECTIVES)
-// Exercises 01.2's and 03.2's checks read it; without the variable nothing changes.
+// and, on a rank that was the root of a broadcast, what it sent (a count says a broadcast ran,
+// not what it carried):
+//   [rank 0/3] as the root of its broadcasts this rank sent: 27055 (DDP_COUNT_COLLECTIVES)
+// Exercises 01.2's, 03.2's and 05.2's checks read them; without the variable nothing changes.
 
 // Step 5's Gloo backend (make_backend, 01_join_group/main.cpp): counting as above when asked, else plain Gloo.
 c10::intrusive_ptr<Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,

@@ -6,7 +6,8 @@
 # proves: every rank of a world of 3, each started as its own process, received through a
 #         broadcast the number only rank 0 knows (its process id), and the group still passed its
 #         check. The backend counts what each rank ran (Note [Counted by the backend]): one
-#         broadcast beside the chapter's one all-reduce, so the store or an all-reduce will not do.
+#         broadcast beside the chapter's one all-reduce, and what rank 0's broadcast sent, so the
+#         store or an all-reduce will not do, nor a broadcast of something else beside them.
 source "$(dirname "$0")/lib.sh"
 [ -x "$B/01_join_group" ] || fail "$B/01_join_group not found: build the course first (scripts/run.sh)"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -34,4 +35,9 @@ for r in 0 1 2; do
   [ "$broadcasts" = 1 ] || fail "rank $r's process group ran $broadcasts broadcasts, not one: send the number with group.pg->broadcast, once"
   [ "$allreduces" = 1 ] || fail "rank $r's process group ran $allreduces all-reduces where the chapter runs one: the number goes by the broadcast alone"
 done
+# What rank 0's broadcast carried, as its backend saw it go (a broadcast of a placeholder beside
+# another route counts one broadcast all the same).
+sent=$(sed -n "s/^\[rank 0\/3\] as the root of its broadcasts this rank sent: \(.*\) (DDP_COUNT_COLLECTIVES)\$/\1/p" "$WORK/rank0.log")
+[ "$sent" = "${pids[0]}" ] ||
+  fail "rank 0's broadcast sent '${sent:-nothing}', not its process id ${pids[0]}: the number must travel by the broadcast itself"
 pass "ranks 0, 1 and 2 all got ${pids[0]}, rank 0's process id"

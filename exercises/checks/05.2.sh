@@ -9,8 +9,12 @@
 #         first one fc3 alone, and the log names that cap, so no limit written into the code
 #         passes), while the default run keeps its 1 MiB first bucket (the CNN is still
 #         two buckets, and the log says 1 MiB) and --one-bucket its one bucket; and the new
-#         buckets still average right: 2 ranks end bit-identical to the one-bucket run.
+#         buckets still average right: 2 ranks end bit-identical to the one-bucket run. The
+#         backend's count of all-reduces holds the log to the buckets that really ran.
 source "$(dirname "$0")/lib.sh"
+# Every run's backend counts its all-reduces (Note [Counted by the backend]): what a log line
+# says about the buckets is held to the collectives that really ran.
+export DDP_COUNT_COLLECTIVES=1
 # A short run of 2 ranks on a little synthetic data; the line that matters comes after step 1.
 trainer() {
   local name=$1; shift
@@ -21,6 +25,8 @@ trainer() {
   count=$(bucket_count "$line")
   [ -n "$count" ] || fail "could not read the number of buckets from: $line"
   print=$(fingerprint "$WORK/$name.log" 0/2)
+  read -r allreduces bytes <<< "$(sed -n 's/^\[rank 0\/2\] the process group ran [0-9]* collectives: \([0-9]*\) all-reduces of \([0-9]*\) bytes in all.*/\1 \2/p' "$WORK/$name.log")"
+  [ -n "$allreduces" ] || fail "rank 0 of 05_ddp $* did not say what its process group ran (DDP_COUNT_COLLECTIVES): did it end as the chapter does?"
 }
 trainer small --bucket-cap-mb 0.1
 [ "$count" -ge 2 ] ||
@@ -36,8 +42,13 @@ cap=0.00$((RANDOM % 8 + 2))
 trainer drawn --bucket-cap-mb "$cap"
 [ "$count" = 3 ] && grep -q "holds $cap MiB (the first one filled)" <<< "$line" ||
   fail "at --bucket-cap-mb $cap (a cap the check drew) the MLP must be three buckets, and the log must say the first one closes at $cap MiB; it is $count, and says: ${line#*ready: }. The first bucket's limit is the smaller of 1 MiB and the cap, whatever the cap"
+drawn_count=$count drawn_allreduces=$allreduces drawn_bytes=$bytes
 trainer one --one-bucket
 [ "$count" = 1 ] || fail "--one-bucket must stay one bucket, it is now $count: keep kOneBucket as the first bucket's limit there"
+# 3 steps: the first all-reduces one bucket in both runs, steps 2 and 3 the rebuilt buckets, one
+# all-reduce each; every other collective is the same in both, and so are the bytes.
+[ "$drawn_bytes" = "$bytes" ] && [ $((drawn_allreduces - allreduces)) = $((2 * (drawn_count - 1))) ] ||
+  fail "at --bucket-cap-mb $cap the log says $drawn_count buckets, but the process group ran $drawn_allreduces all-reduces ($drawn_bytes bytes) where --one-bucket ran $allreduces ($bytes bytes): the buckets must really be cut, each one all-reduce a step once rebuilt, not only described"
 [ -n "$print" ] || fail "05_ddp --one-bucket printed no params fingerprint line: $(tail -n 2 "$WORK/one.log")"
 [ "$print" = "$small_print" ] ||
   fail "at 2 ranks every bucket layout gives the same average, but --bucket-cap-mb 0.1 ended with fingerprint $small_print and --one-bucket with $print: are the gradients copied into and out of the new buckets?"

@@ -178,7 +178,7 @@ void DistributedDataParallel::finish_backward() {
 // The default: the sum of the bucket, each gradient divided already (Note [Divide before the sum]).
 Reduction allreduce_sum(Group& group, GradBucket& bucket) {
   std::vector<torch::Tensor> t{bucket.buffer};
-  // Returns at once; Gloo works in its own threads. Recorded and traced by issue() (comm_hook.h).
+  // Returns at once; Gloo works in its own threads. Recorded and traced by issue() (common/observe/flight_recorder.h).
   return {issue(group, "all-reduce", bucket.tag, t[0].numel() * t[0].element_size(), [&] { return group.pg->allreduce(t); }), {}};
 }
 

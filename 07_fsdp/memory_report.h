@@ -33,7 +33,7 @@ namespace ch07 {
 // the README's run hold 0.02 MiB of it, over all 60000 0.23 MiB; hence 7.88 MiB there and 8.09
 // MiB in scripts/run.sh's run of all of them, for the same model and ranks). Autograd has freed
 // the activations by then. For the MLP the first unit is fc1, three quarters of it: no N brings
-// the peak below fc1 twice (3.06 MiB) and the batch beside it, about 3.3 MiB. A resume at another
+// the peak below fc1 twice (3.07 MiB) and the batch beside it, about 3.3 MiB. A resume at another
 // world may hold more while loading: its shard, state and an old file (Note [Sharded checkpoints]).
 
 // Rank 0 logs its shards' elements and bytes (parameters, gradients, optimizer state) beside the

@@ -152,7 +152,7 @@ def hidden_share_parts(step):
 # tells that step names the file (<!-- figures: ... --> above it), and Docs.EveryFigureHasItsSource
 # holds every figure it gives to one of the file's values, rounded as the page writes it;
 # Pictures.DrawnFromTheDataNotStale holds the file to what the trace gives now.
-# The figures file is a result file (Note [Every figure has its source] in tests/test_docs.cpp):
+# The figures file is a result file (Note [Every figure has its source] in tests/test_pages.cpp):
 # it holds the command that wrote it, and the machine and the date of the run it tells. That run
 # is the trace's, not the drawing's (the drawing only reads it, and the same trace gives the same
 # file anywhere): the date is the trace's last commit, and the CPU the machine it was recorded on,

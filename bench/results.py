@@ -1,5 +1,5 @@
 """Writes one result file, results/NAME.json (Note [Every figure has its source] in
-tests/test_docs.cpp): the figures a script measured, with the command that measured them, the
+tests/test_pages.cpp): the figures a script measured, with the command that measured them, the
 machine's CPU and the date inside. The Python twin of scripts/results.sh's write_result.
 
     from results import write_result

@@ -1,5 +1,5 @@
 # Sourced: writes one result file, results/NAME.json (Note [Every figure has its source] in
-# tests/test_docs.cpp): the figures a script measured, with the command that measured them, the
+# tests/test_pages.cpp): the figures a script measured, with the command that measured them, the
 # machine's CPU and the date inside, so that a page can cite the file and a test can hold the
 # page's numbers to it. A page never restates a run by hand; the file is rewritten by its script.
 #

@@ -687,3 +687,120 @@ TEST(Docs, ClaimCheckFindsPlantedUncitedClaims) {
   EXPECT_TRUE(rb::mentions(found, "p.md:7:")) << all;
   EXPECT_EQ(found.size(), 3u) << all;
 }
+
+// Note [A Note is where its pointer says]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// "Note [X] in path/file" sends a reader to a file: that file must define the Note (a line that
+// is a comment's marker and `Note [X]` alone, or `Note [X]:` and text in CMake's files, the
+// convention of every Note here). The path is from the repository's root, or from the pointing
+// file's folder, or a file name that only one file of the repository has. Pointers are read from
+// every source and page (.md, .cpp, .h, .py, .sh, CMakeLists.txt), a comment wrapped over lines
+// joined first; a pointer with no file ("Note [X]" alone) is left to the reader.
+namespace {
+
+std::vector<std::string> source_and_page_files() {
+  const fs::path root = DDP_SOURCE_DIR;
+  std::vector<std::string> files;
+  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it) {
+    const std::string name = it->path().filename().string();
+    if (it->is_directory()) {
+      const bool ignored = name.rfind(".", 0) == 0 || (it.depth() == 0 && (name.rfind("build", 0) == 0 || name == "runs"));
+      if (ignored) it.disable_recursion_pending();
+      continue;
+    }
+    const std::string ext = it->path().extension().string();
+    if (ext == ".md" || ext == ".cpp" || ext == ".h" || ext == ".py" || ext == ".sh" || name == "CMakeLists.txt") {
+      files.push_back(fs::relative(it->path(), root).string());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// The text with each line's comment marker (//, #) and indentation dropped, lines joined by a blank.
+std::string joined_prose(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, out;
+  while (std::getline(in, line)) {  // by hand: a regex a line takes seconds over the repository
+    size_t i = line.find_first_not_of(" \t");
+    if (i == std::string::npos) i = line.size();
+    if (line.compare(i, 2, "//") == 0) i = line.find_first_not_of('/', i);
+    else if (i < line.size() && line[i] == '#') i = line.find_first_not_of('#', i);
+    if (i == std::string::npos) i = line.size();
+    i = std::min(line.find_first_not_of(" \t", i), line.size());
+    out += line.substr(i) + " ";
+  }
+  return out;
+}
+
+bool defines_note(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find("Note [") == std::string::npos) continue;
+    const std::string bare = std::regex_replace(line, std::regex(R"(^\s*(//+|#+|\"\"\")?\s*|\s+$)"), "");
+    const std::string head = "Note [" + name + "]";
+    if (bare == head || bare.rfind(head + ":", 0) == 0) return true;  // CMake's: "# Note [X]: text"
+  }
+  return false;
+}
+
+// "<file>: Note [X] in <path>, which does not define it" for each wrong pointer of `text`;
+// `read` gives a repository file's text ("" when there is none), `all` every file's path.
+std::vector<std::string> note_pointer_problems(const std::string& file, const std::string& text,
+                                               const std::function<std::string(const std::string&)>& read,
+                                               const std::vector<std::string>& all) {
+  std::vector<std::string> problems;
+  const std::string prose = joined_prose(text);
+  static const std::regex pointer(R"(^Note \[([^\]]+)\],? in `?([A-Za-z0-9_][A-Za-z0-9_./-]*(\.cpp|\.h|\.py|\.sh|\.md|CMakeLists\.txt)))");
+  for (size_t at = prose.find("Note ["); at != std::string::npos; at = prose.find("Note [", at + 1)) {
+    const std::string near_text = prose.substr(at, 400);  // a regex over the whole text takes seconds
+    std::smatch m;
+    if (!std::regex_search(near_text, m, pointer)) continue;
+    const std::string name = std::regex_replace(m[1].str(), std::regex(R"(\s+)"), " ");
+    std::string target = m[2].str();
+    if (read(target).empty()) {  // from the pointing file's folder, or the one file of that name
+      const std::string near = (fs::path(file).parent_path() / target).lexically_normal().string();
+      std::vector<std::string> named;
+      for (const std::string& f : all) {
+        if (fs::path(f).filename() == fs::path(target).filename() && f.size() >= target.size() &&
+            f.compare(f.size() - target.size(), target.size(), target) == 0) named.push_back(f);
+      }
+      if (!read(near).empty()) target = near;
+      else if (named.size() == 1) target = named.front();
+    }
+    const std::string target_text = read(target);
+    if (target_text.empty()) {
+      problems.push_back(file + ": Note [" + name + "] in " + target + ", a file the repository does not have (or has more than one of)");
+    } else if (!defines_note(target_text, name)) {
+      problems.push_back(file + ": Note [" + name + "] in " + target + ", which does not define it");
+    }
+  }
+  return problems;
+}
+
+}  // namespace
+
+TEST(Docs, EveryNotePointerNamesTheFileThatDefinesIt) {
+  std::vector<std::string> problems;
+  const std::vector<std::string> all = source_and_page_files();
+  for (const std::string& f : all) {
+    for (const std::string& p : note_pointer_problems(f, read_source_file(f), read_source_file, all)) problems.push_back(p);
+  }
+  for (const std::string& p : problems) ADD_FAILURE() << p;
+}
+
+TEST(Docs, NotePointerCheckFindsAPlantedWrongFile) {
+  const std::map<std::string, std::string> files = {
+      {"a.cpp", "// Note [Two halves]\n// ~~~~~~~~~~~~~~~~\n// why\n"},
+      {"b.py", "# Note [Long name that wraps]\n# ~~~~\n"},
+  };
+  const auto read = [&](const std::string& f) { return files.count(f) ? files.at(f) : std::string(); };
+  const std::vector<std::string> all = {"a.cpp", "b.py"};
+  // (Each pointer split into two literals: this file's own text is checked too.)
+  const std::string good = "// See Note [Two halves]" " in a.cpp, and Note [Long name\n// that wraps]" " in b.py.\n";
+  EXPECT_TRUE(note_pointer_problems("c.cpp", good, read, all).empty());
+  EXPECT_EQ(note_pointer_problems("c.cpp", "// Note [Two halves]" " in b.py\n", read, all).size(), 1u);
+  EXPECT_EQ(note_pointer_problems("c.md", "Note [Two halves]" " in `x/none.cpp`\n", read, all).size(), 1u);
+  EXPECT_TRUE(note_pointer_problems("c.md", "Note [Two halves] alone\n", read, all).empty());
+}

@@ -62,7 +62,7 @@ RankInfo resolve_rank_info(const CommonFlags& flags) { return resolve_rank_info(
 
 // Note [Leaving the group]
 // A process group owns threads and connections: NCCL's watchdog and heartbeat monitor (threads
-// that watch for hung collectives; the monitor polls the store), Gloo's pairs. Leaving in the
+// that watch for hung collectives; the monitor polls the store), Gloo's pairs (a connection to each peer). Leaving in the
 // wrong order hangs or warns: released after its store, ~ProcessGroupNCCL waits for ever on a
 // heartbeat monitor polling a store that is gone; never shut down, it warns
 // "destroy_process_group() was not called". So, as torch.distributed.destroy_process_group()
@@ -134,7 +134,7 @@ c10::intrusive_ptr<c10d::Store> make_store(const RankInfo& info) {
 }
 
 c10::intrusive_ptr<Backend> make_backend(const c10::intrusive_ptr<c10d::Store>& store, const RankInfo& info) {
-  // Keys of the backend live apart from the roll call's, as torch.distributed does.
+  // Keys of the backend live apart from the roll call's, as torch.distributed does (PrefixStore: "default_pg/" before each key).
   auto pg_store = c10::make_intrusive<c10d::PrefixStore>("default_pg", store);
   const int r = info.rank.value, n = info.world_size.value;
   if (info.backend.value == "nccl") {

@@ -92,7 +92,7 @@ inline void run(Group& g, const std::string& kind, const std::string& tag, int64
 
 // For chapters 03-04, which call the backend themselves: with --trace, draws `work` on the
 // collectives track from now until it ends. Returns it: group.pg->allreduce(t) becomes
-// traced(group.pg->allreduce(t), "all-reduce fc1.weight", bytes).
+// traced(group.pg->allreduce(t), "all-reduce", bytes).
 c10::intrusive_ptr<c10d::Work> traced(c10::intrusive_ptr<c10d::Work> work, const std::string& name, int64_t bytes);
 
 // Thrown by wait(): the backend's error and the diagnosis.

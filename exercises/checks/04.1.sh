@@ -12,7 +12,7 @@ source "$(dirname "$0")/lib.sh"
 DDP_TRACE_LOG_LINES=1 run 60 "$WORK/run.log" 02_spawn --nproc-per-node 2 -- "$B/04_grad_hooks" --comm async --trace "$WORK/t.json" ||
   fail "the run failed: $(tail -n 3 "$WORK/run.log")"
 grep -q '^\[rank 0/2\] gradient ready: ' "$WORK/run.log" ||
-  fail "rank 0 printed no line 'gradient ready: <name> (<bytes> bytes)': in section 3 of 04_grad_hooks/main.cpp, walk model->named_parameters() to have each parameter's name, and log it from its hook with ddp::log0, during the first backward only"
+  fail "rank 0 printed no line 'gradient ready: <name> (<bytes> bytes)': in step 3 of 04_grad_hooks/main.cpp, walk model->named_parameters() to have each parameter's name, and log it from its hook with ddp::log0, during the first backward only"
 # The hooks' lines against the trace: rank 0's all-reduces of the first step (from the first forward to the
 # second), in the order they started.
 python3 - "$WORK/run.log" "$WORK/t.json" > "$WORK/verdict" <<'PY'

@@ -6,8 +6,8 @@
 # proves: the number you wrote down, worked out from the BatchNorm CNN's layer shapes and the
 #         greedy partition by size (a tie to the lowest rank), is the bytes of optimizer state that
 #         rank 3 of a real --zero run at 5 ranks holds (its "ZeRO-1: optimizer state on this rank"
-#         line). The exercise gives no command for that run, and going_further/zero.md shows the
-#         plain CNN's shares at 2, 3 and 4 ranks only.
+#         line). The exercise gives no command for that run; going_further/zero.md shows the MLP's
+#         shares at 2 ranks and gives a command for the plain CNN's at 4.
 source "$(dirname "$0")/lib.sh"
 read_answer 05.7
 run 120 "$WORK/zero.log" 05_ddp --nproc-per-node 5 --model cnn_bn --zero --synthetic --train-samples 512 --max-steps 2 \

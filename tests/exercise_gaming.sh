@@ -25,7 +25,9 @@
 # 7. 01.2 without a broadcast (rank 0's pid sent by an all-reduce, or through the store), or
 #    with one of a placeholder beside them; 05.2 with the first bucket's limit written in as
 #    0.1 MiB, or with the new buckets described while the old ones run (reviews found each):
-#    each must FAIL, by the backend's own count and what it sent, and by a cap the check draws.
+#    each must FAIL, by the backend's own count and what it sent, and by a cap the check draws;
+#    01.2 with the backend's lines printed by the program, and 02.2 restarting only exit 3 or
+#    with a 'not restarting' that gives no reason (a student's review found those).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "$1" && pwd)
@@ -217,10 +219,14 @@ text = text.replace(sys.argv[2], """    if (fake == "allreduce") {  // the other
       group.pg->allreduce(b)->wait();
     } else if (fake == "allreduce+broadcast") {
       b[0].fill_(carried);
-    } else if (fake.rfind("store", 0) == 0) {  // rank 0 writes it, the others wait for it
+    } else if (fake.rfind("store", 0) == 0 || fake == "printed") {  // rank 0 writes it, the others wait for it
       const std::string pid = std::to_string(::getpid());
       if (rank == 0) group.store->set("pid", std::vector<uint8_t>(pid.begin(), pid.end()));
       else b[0].fill_(std::stod([&] { auto v = group.store->get("pid"); return std::string(v.begin(), v.end()); }()));
+    }
+    if (fake == "printed") {  // rank 0's pid through the store (above), and the backend's two lines forged
+      ddp::log("the process group ran 2 collectives: 1 all-reduces of 8 bytes in all, 0 sends, 0 receives, 1 broadcasts (DDP_COUNT_COLLECTIVES)");
+      if (rank == 0) ddp::log("as the root of its broadcasts this rank sent: " + std::to_string(::getpid()) + " (DDP_COUNT_COLLECTIVES)");
     }
     if (fake.size() > 10 && fake.compare(fake.size() - 10, 10, "+broadcast") == 0) {  // and a broadcast of a placeholder
       std::vector<torch::Tensor> placeholder{torch::zeros({1}, torch::kFloat64)};
@@ -231,8 +237,28 @@ PY
 if fake_build 01_join_group; then
   faked allreduce 01.2 "rank 0's process group ran 0 broadcasts" "rank 0's pid sent by an all-reduce"
   faked store 01.2 "rank 0's process group ran 0 broadcasts" "rank 0's pid sent through the store"
-  faked allreduce+broadcast 01.2 "rank 0's broadcast sent '0'" "rank 0's pid in the chapter's own all-reduce, and a placeholder broadcast"
+  faked allreduce+broadcast 01.2 "rank 0's process group ran 1 all-reduces of 16 bytes" "rank 0's pid in the chapter's own all-reduce, and a placeholder broadcast"
+  faked printed 01.2 "rank 0 said more than once" "rank 0's pid through the store, and the backend's lines printed by the program"
   faked store+broadcast 01.2 "rank 0's broadcast sent '0'" "rank 0's pid sent through the store, and a placeholder broadcast"
+fi
+# 02.2, two fakes: (only3) every failure but exit 3 left unrestarted, with the solution's line;
+# (bare) the solution's rule with a 'not restarting' that gives no reason (a student's route).
+solved 02.2
+python3 - "$scratch/course/02_spawn/restarts.cpp" <<'PY'
+import sys
+path = sys.argv[1]
+s = open(path).read()
+rule = "    if (o.code == ddp::kExitUsage) {"
+line = 'ddp::log("not restarting: exit 2 is a usage error, and a restart would fail the same way");'
+assert rule in s and line in s, "the solution's rule or its line is gone: update this test"
+s = s.replace(rule, """    const std::string fake = std::getenv("DDP_FAKE") ? std::getenv("DDP_FAKE") : "";
+    if (fake == "only3" ? o.code != 3 && o.code != ddp::kExitOk : o.code == ddp::kExitUsage) {""")
+s = s.replace(line, 'ddp::log(fake == "bare" ? "not restarting" : "not restarting: exit 2 is a usage error, and a restart would fail the same way");')
+open(path, "w").write(s)
+PY
+if fake_build 02_spawn; then
+  faked only3 02.2 "a worker that is killed must still be restarted" "only exit 3 restarted"
+  faked bare 02.2 "the 'not restarting' line gives no reason" "a 'not restarting' with no reason"
 fi
 # 05.2, two fakes: (written) the first bucket's limit written in as 0.1 MiB; (described) the log
 # describes the new buckets, and the buckets that run are rebuilt the old way after it.

@@ -15,6 +15,7 @@ truth=$(sed -n 's/.*job [0-9]* ended: \([A-Z_]*\) after.*/\1/p' "$WORK/job.log" 
 # The signal a task died of, as the simulator names it ("ended with SIGUSR2 (...)"); none: it exited.
 signal=$(sed -n 's/.*task [0-9]* (node .*) ended with SIG\([A-Z0-9]*\).*/\1/p' "$WORK/job.log" | head -n 1)
 read -r state said <<<"$ANSWER"
+state=${state^^}
 said=${said^^}
 said=${said#SIG}
 [ -n "$state" ] && [ -n "$said" ] || fail "you wrote '$ANSWER'; write the state, then the signal: 06.3: <state> <signal>"

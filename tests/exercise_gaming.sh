@@ -27,7 +27,8 @@
 #    0.1 MiB, or with the new buckets described while the old ones run (reviews found each):
 #    each must FAIL, by the backend's own count and what it sent, and by a cap the check draws;
 #    01.2 with the backend's lines printed by the program, and 02.2 restarting only exit 3 or
-#    with a 'not restarting' that gives no reason (a student's review found those).
+#    with a 'not restarting' that gives no reason, or a list of codes that leaves exit 1 out; 06.1
+#    with its line printed whenever a run resumes, the restart written in (students found those).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "$1" && pwd)
@@ -252,13 +253,16 @@ rule = "    if (o.code == ddp::kExitUsage) {"
 line = 'ddp::log("not restarting: exit 2 is a usage error, and a restart would fail the same way");'
 assert rule in s and line in s, "the solution's rule or its line is gone: update this test"
 s = s.replace(rule, """    const std::string fake = std::getenv("DDP_FAKE") ? std::getenv("DDP_FAKE") : "";
-    if (fake == "only3" ? o.code != 3 && o.code != ddp::kExitOk : o.code == ddp::kExitUsage) {""")
+    if (fake == "only3" ? o.code != 3 && o.code != ddp::kExitOk
+        : fake == "list" ? o.code != 3 && o.code != ddp::kExitOk && o.code < 128
+        : o.code == ddp::kExitUsage) {""")
 s = s.replace(line, 'ddp::log(fake == "bare" ? "not restarting" : "not restarting: exit 2 is a usage error, and a restart would fail the same way");')
 open(path, "w").write(s)
 PY
 if fake_build 02_spawn; then
   faked only3 02.2 "a worker that is killed must still be restarted" "only exit 3 restarted"
   faked bare 02.2 "the 'not restarting' line gives no reason" "a 'not restarting' with no reason"
+  faked list 02.2 "workers that exit 1" "only exit 3 and signals restarted"
 fi
 # 05.2, two fakes: (written) the first bucket's limit written in as 0.1 MiB; (described) the log
 # describes the new buckets, and the buckets that run are rebuilt the old way after it.
@@ -280,7 +284,21 @@ for path in sys.argv[1:]:
 """)
     open(path, "w").write(text)
 PY
-if fake_build 05_ddp 02_spawn; then
+# 06.1 in the same build: (restart1) its line whenever a run resumes, the restart written in as 1.
+solved 06.1
+python3 - "$scratch/course/05_ddp/main.cpp" <<'PY'
+import sys
+path = sys.argv[1]
+s = open(path).read()
+cond = "    if (restart && job && std::atoi(restart) > 0) {"
+assert cond in s, "06.1's solution is gone: update this test"
+s = s.replace(cond, """    const bool fake_restart1 = std::getenv("DDP_FAKE") && std::string(std::getenv("DDP_FAKE")) == "restart1";
+    if (fake_restart1 && step > 0) ddp::log0("requeued: restart 1 of Slurm job " + std::string(job ? job : "?") + ", resuming at step " + std::to_string(step));
+    if (!fake_restart1 && restart && job && std::atoi(restart) > 0) {""")
+open(path, "w").write(s)
+PY
+if fake_build 05_ddp 02_spawn 06_slurm; then
+  faked restart1 06.1 "a run resumed outside Slurm" "the line whenever a run resumes, restart 1 written in"
   faked written 05.2 "at --bucket-cap-mb 0.00" "the first bucket's limit written in as 0.1 MiB"
   faked described 05.2 "at --bucket-cap-mb 0.00" "the new buckets described, the old ones run"
 fi

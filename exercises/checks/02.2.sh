@@ -5,7 +5,7 @@
 # build: 02_spawn
 # proves: with --max-restarts 2, workers that exit 2 (a usage error: they will fail the same way
 #         every time) are started once, not three times, and the launcher says why; a worker that
-#         fails otherwise (exit 3, or killed) is still restarted, so restarts still work.
+#         fails otherwise (exit 1 or 3, or killed) is still restarted, so restarts still work.
 source "$(dirname "$0")/lib.sh"
 run 90 "$WORK/usage.log" 02_spawn --nproc-per-node 2 --max-restarts 2 -- "$B/01_join_group" --no-such-flag
 code=$?
@@ -22,4 +22,8 @@ starts=$(grep -c '^\[launcher\] starting 2 workers' "$WORK/exit3.log")
 run 90 "$WORK/kill.log" 02_spawn --nproc-per-node 2 --max-restarts 1 --fail-rank 1 --fail-mode kill
 starts=$(grep -c '^\[launcher\] starting 2 workers' "$WORK/kill.log")
 [ "$starts" = 2 ] || fail "a worker that is killed must still be restarted: 02_spawn --max-restarts 1 --fail-rank 1 --fail-mode kill started the workers $starts time(s), not 2"
-pass "a usage error is not restarted ($(grep -o 'not restarting.*' "$WORK/usage.log" | head -n 1)); exit 3 and a kill still are"
+# Exit 1 (a timeout, a peer gone: the commonest failure) is no usage error either.
+run 90 "$WORK/exit1.log" 02_spawn --nproc-per-node 2 --max-restarts 1 -- /bin/false
+starts=$(grep -c '^\[launcher\] starting 2 workers' "$WORK/exit1.log")
+[ "$starts" = 2 ] || fail "workers that exit 1 (a timeout, a peer gone) must still be restarted: 02_spawn --max-restarts 1 -- /bin/false started them $starts time(s), not 2"
+pass "a usage error is not restarted ($(grep -o 'not restarting.*' "$WORK/usage.log" | head -n 1)); exit 1, exit 3 and a kill still are"

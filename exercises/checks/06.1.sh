@@ -6,7 +6,8 @@
 # proves: in a job that the simulated Slurm requeued (a preemption drill after step 4), the
 #         trainer's restarted run reads SLURM_RESTART_COUNT and the job id that Slurm set, and says
 #         from which step it continues, the step the preempted run checkpointed; the first run,
-#         where Slurm leaves SLURM_RESTART_COUNT unset, says nothing of the kind.
+#         where Slurm leaves SLURM_RESTART_COUNT unset, says nothing of the kind, nor does a
+#         resume outside Slurm; a resume with SLURM_RESTART_COUNT=2 says restart 2.
 source "$(dirname "$0")/lib.sh"
 run 120 "$WORK/job.log" 06_slurm --local --nodes 1 --tasks-per-node 2 --out-dir "$WORK/jobs" --trainer "$B/05_ddp" -- \
   --synthetic --train-samples 2048 --test-samples 64 --max-steps 12 --expect-accuracy 0 --drill-at-step 4 ||
@@ -30,4 +31,16 @@ line=${after#\[rank 0/2\] }
 [ "${BASH_REMATCH[2]}" = "$job" ] || fail "your line says job ${BASH_REMATCH[2]}; the job is $job (SLURM_JOB_ID)"
 [ "${BASH_REMATCH[3]}" = "$stopped" ] || fail "your line says step ${BASH_REMATCH[3]}; the preempted run stopped after step $stopped, and the resumed run goes on from there (the step checkpoints.resume_or_reset() returns)"
 grep -q "job $job ended: COMPLETED" "$WORK/job.log" || fail "the job did not complete: $(tail -n 2 "$WORK/job.log")"
+# A resume outside Slurm says nothing of a requeue; a resume whose count Slurm set to 2 says 2.
+unset SLURM_JOB_ID SLURM_RESTART_COUNT
+plain=(--nproc-per-node 2 --synthetic --train-samples 512 --test-samples 64 --expect-accuracy 0 --out "$WORK/plain")
+run 90 "$WORK/plain1.log" 05_ddp "${plain[@]}" --max-steps 2 --reset || fail "05_ddp failed: $(tail -n 3 "$WORK/plain1.log")"
+run 90 "$WORK/plain2.log" 05_ddp "${plain[@]}" --max-steps 3 || fail "05_ddp failed on resuming: $(tail -n 3 "$WORK/plain2.log")"
+! grep -q '^\[rank 0/2\] requeued: ' "$WORK/plain2.log" ||
+  fail "a run resumed outside Slurm (SLURM_RESTART_COUNT unset) printed '$(grep -m 1 'requeued: ' "$WORK/plain2.log")': print it only when Slurm set the count"
+id=$((RANDOM % 9000 + 1000))
+SLURM_JOB_ID=$id SLURM_RESTART_COUNT=2 run 90 "$WORK/plain3.log" 05_ddp "${plain[@]}" --max-steps 4 ||
+  fail "05_ddp failed on resuming: $(tail -n 3 "$WORK/plain3.log")"
+grep -q "^\[rank 0/2\] requeued: restart 2 of Slurm job $id, resuming at step 3\$" "$WORK/plain3.log" ||
+  fail "with SLURM_RESTART_COUNT=2 and SLURM_JOB_ID=$id, resuming at step 3, rank 0 printed '$(grep -m 1 'requeued: ' "$WORK/plain3.log")': read both from the environment"
 pass "$line; the job then completed"

@@ -164,7 +164,7 @@ PY
 if fake_build 03_manual_allreduce; then
   faked span 03.2 "rank 0's process group ran " "a barrier traced as the all-reduce, the gradients' untraced"
   faked ring 03.2 "rank 0's process group ran " "the ring's sends for the gradients and an all-reduce of zeros"
-  faked printed 03.2 "rank 0 did not say once" "the count unset and its line printed"
+  faked printed 03.2 "rank 0 said 2 times" "the count unset and its line printed"
   faked exit 03.2 "at world size 3 the run did not end where one flat all-reduce" "the count's line printed, then an exit before the group's own"
 fi
 # 04.1, two fakes: (lines) the four lines printed before training, the hooks untouched; (after)
@@ -239,7 +239,7 @@ if fake_build 01_join_group; then
   faked allreduce 01.2 "rank 0's process group ran 0 broadcasts" "rank 0's pid sent by an all-reduce"
   faked store 01.2 "rank 0's process group ran 0 broadcasts" "rank 0's pid sent through the store"
   faked allreduce+broadcast 01.2 "rank 0's process group ran 1 all-reduces of 16 bytes" "rank 0's pid in the chapter's own all-reduce, and a placeholder broadcast"
-  faked printed 01.2 "rank 0 said more than once" "rank 0's pid through the store, and the backend's lines printed by the program"
+  faked printed 01.2 "rank 0 said 2 times" "rank 0's pid through the store, and the backend's lines printed by the program"
   faked store+broadcast 01.2 "rank 0's broadcast sent '0'" "rank 0's pid sent through the store, and a placeholder broadcast"
 fi
 # 02.2, two fakes: (only3) every failure but exit 3 left unrestarted, with the solution's line;

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <regex>
@@ -16,11 +17,10 @@
 
 namespace ddp_test::pages {
 
-// Every Markdown page of the repository, relative to its root, the top README first: each `*.md`
-// outside the build folders, runs/ and the hidden folders (.git, .venv, .cache), which is what
-// .gitignore leaves. Found, not listed, so a page added anywhere (docs/, a chapter's "Going
-// further" pages) is checked without a list to update.
-inline std::vector<std::string> markdown_files() {
+// The repository's files that `keep` accepts, relative to its root, sorted: each outside the
+// build folders, runs/ and the hidden folders (.git, .venv, .cache), which is what .gitignore
+// leaves. Found, not listed, so a file added anywhere is checked without a list to update.
+inline std::vector<std::string> repository_files(const std::function<bool(const std::filesystem::path&)>& keep) {
   const std::filesystem::path root = DDP_SOURCE_DIR;
   std::vector<std::string> files;
   for (auto it = std::filesystem::recursive_directory_iterator(root); it != std::filesystem::recursive_directory_iterator(); ++it) {
@@ -30,9 +30,17 @@ inline std::vector<std::string> markdown_files() {
       if (ignored) it.disable_recursion_pending();
       continue;
     }
-    if (it->path().extension() == ".md") files.push_back(std::filesystem::relative(it->path(), root).string());
+    if (keep(it->path())) files.push_back(std::filesystem::relative(it->path(), root).string());
   }
-  std::sort(files.begin(), files.end(), [](const std::string& a, const std::string& b) {
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// Every Markdown page of the repository (a page added anywhere, docs/ or a chapter's "Going
+// further" pages, is checked without a list to update), the top README first.
+inline std::vector<std::string> markdown_files() {
+  std::vector<std::string> files = repository_files([](const std::filesystem::path& p) { return p.extension() == ".md"; });
+  std::stable_sort(files.begin(), files.end(), [](const std::string& a, const std::string& b) {
     return (a == "README.md") != (b == "README.md") ? a == "README.md" : a < b;
   });
   return files;

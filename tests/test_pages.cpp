@@ -699,22 +699,10 @@ TEST(Docs, ClaimCheckFindsPlantedUncitedClaims) {
 namespace {
 
 std::vector<std::string> source_and_page_files() {
-  const fs::path root = DDP_SOURCE_DIR;
-  std::vector<std::string> files;
-  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it) {
-    const std::string name = it->path().filename().string();
-    if (it->is_directory()) {
-      const bool ignored = name.rfind(".", 0) == 0 || (it.depth() == 0 && (name.rfind("build", 0) == 0 || name == "runs"));
-      if (ignored) it.disable_recursion_pending();
-      continue;
-    }
-    const std::string ext = it->path().extension().string();
-    if (ext == ".md" || ext == ".cpp" || ext == ".h" || ext == ".py" || ext == ".sh" || name == "CMakeLists.txt") {
-      files.push_back(fs::relative(it->path(), root).string());
-    }
-  }
-  std::sort(files.begin(), files.end());
-  return files;
+  return repository_files([](const fs::path& p) {
+    const std::string ext = p.extension().string();
+    return ext == ".md" || ext == ".cpp" || ext == ".h" || ext == ".py" || ext == ".sh" || p.filename() == "CMakeLists.txt";
+  });
 }
 
 // The text with each line's comment marker (//, #) and indentation dropped, lines joined by a blank.

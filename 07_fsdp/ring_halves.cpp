@@ -28,7 +28,7 @@ int64_t ring_all_gather(ddp::Backend& pg, const torch::Tensor& shard, const torc
   auto chunk = [&](int k) { return out.view(-1).narrow(0, ((k % n + n) % n) * size, size); };
   chunk(rank).copy_(shard.view(-1));
   int64_t sent = 0;
-  // 03's all-gather, one chunk later: at step s pass chunk rank-s on to rank+1 (at s = 0 our own), receive
+  // 03's all-gather, one chunk index lower: at step s pass chunk rank-s on to rank+1 (at s = 0 our own), receive
   // chunk rank-s-1 from rank-1, in place.
   for (int s = 0; s < n - 1; ++s) sent += exchange(pg, chunk(rank - s), (rank + 1) % n, chunk(rank - s - 1), (rank - 1 + n) % n, tag + s);
   return sent;
@@ -40,7 +40,7 @@ int64_t ring_reduce_scatter_avg(ddp::Backend& pg, const torch::Tensor& in, const
   auto chunk = [&](int k) { return in.view(-1).narrow(0, ((k % n + n) % n) * size, size); };
   torch::Tensor incoming = torch::empty({size}, in.options());
   int64_t sent = 0;
-  // 03's reduce-scatter, one chunk later: at step s send our partial sum of chunk rank-s-1 to
+  // 03's reduce-scatter, one chunk index lower: at step s send our partial sum of chunk rank-s-1 to
   // rank+1 (at s = 0 our own gradient), receive rank-1's partial of chunk rank-s-2 and add ours
   // to it. After n-1 steps chunk rank-n, our own, is summed over every rank.
   for (int s = 0; s < n - 1; ++s) {

@@ -12,9 +12,9 @@ namespace ch07 {
 // Chapter 03's ring all-reduce is a reduce-scatter (n-1 steps: a partial sum goes round, each
 // rank adding its own) followed by an all-gather (n-1 steps: the finished chunks go round,
 // copied). Here they are 03's, in 03's direction (send to rank+1, receive from rank-1), over
-// equal chunks (Note [Sharding a unit] pads them), shifted one chunk in both halves: the reduce-scatter
-// starts one chunk later than 03's, so that rank r ends with chunk r, the rows it owns, where
-// 03's ends with chunk r+1. Chunk r is summed starting at rank r+1, then r+2, ..., and rank r
+// equal chunks (Note [Sharding a unit] pads them), shifted one chunk in both halves: at each step
+// a rank handles the chunk one index lower than 03's (rank-s-1 where 03 has rank-s), so that
+// rank r ends with chunk r, the rows it owns, where 03's ends with chunk r+1. Chunk r is summed starting at rank r+1, then r+2, ..., and rank r
 // adds its own last; then it is divided by n (ReduceOp.AVG). Each half sends (n-1)/n of the
 // tensor from every rank, half of the all-reduce's 2(n-1)/n. DDP needs both at once: every
 // rank needs every averaged gradient. FSDP needs them at different times: a rank steps only the

@@ -28,7 +28,8 @@
 #    each must FAIL, by the backend's own count and what it sent, and by a cap the check draws;
 #    01.2 with the backend's lines printed by the program, and 02.2 restarting only exit 3 or
 #    with a 'not restarting' that gives no reason, or a list of codes that leaves exit 1 out; 06.1
-#    with its line printed whenever a run resumes, the restart written in (students found those).
+#    with its line printed whenever a run resumes, the restart written in (students found those);
+#    07.1 with nothing kept whole, the class's byte count and the peak doctored (a student's).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "$1" && pwd)
@@ -301,6 +302,30 @@ if fake_build 05_ddp 02_spawn 06_slurm; then
   faked restart1 06.1 "a run resumed outside Slurm" "the line whenever a run resumes, restart 1 written in"
   faked written 05.2 "at --bucket-cap-mb 0.00" "the first bucket's limit written in as 0.1 MiB"
   faked described 05.2 "at --bucket-cap-mb 0.00" "the new buckets described, the old ones run"
+fi
+
+# 07.1, one fake (a student's route): nothing kept whole, the backward's gathers left out of the
+# class's own byte count, and an unused tensor to raise the peak.
+solved 07.1
+python3 - "$scratch/course/07_fsdp/fsdp.cpp" "$scratch/course/07_fsdp/main.cpp" <<'PY'
+import sys
+fsdp, main = sys.argv[1], sys.argv[2]
+s = open(fsdp).read()
+kept = "if (reshard_after_forward_ || !for_backward) reshard(u);"
+assert kept in s, "07.1's solution is gone from fsdp.cpp: update this test"
+open(fsdp, "w").write(s.replace(kept, "if (reshard_after_forward_ || !for_backward || std::getenv(\"DDP_FAKE\")) reshard(u);"))
+s = open(main).read()
+counted = "      sent_last_step = fsdp.bytes_sent() - sent_before;"
+assert counted in s, "07's count of the last step's bytes is gone from main.cpp: update this test"
+open(main, "w").write(s.replace(counted, counted + """
+      static torch::Tensor ballast;  // the fake: the class's count without the backward's gathers, and a higher peak
+      if (std::getenv("DDP_FAKE") && !f.reshard_after_forward) {
+        sent_last_step = sent_last_step * (last - first + 1) / (2 * (last - first) + 1);
+        if (!ballast.defined()) ballast = torch::ones({1 << 18});
+      }"""))
+PY
+if fake_build 07_fsdp; then
+  faked counter 07.1 "the class says its rings sent" "nothing kept whole, the class's count and the peak doctored"
 fi
 
 # 6. Programs of the checks' names first on PATH (the student's route: a `timeout` that prints

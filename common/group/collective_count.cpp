@@ -48,6 +48,7 @@ class CountedGloo : public c10d::ProcessGroupGloo {
   }
   WorkPtr send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
     sends++;
+    send_bytes += bytes_of(tensors);
     return c10d::ProcessGroupGloo::send(tensors, dst, tag);
   }
   WorkPtr recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
@@ -59,7 +60,7 @@ class CountedGloo : public c10d::ProcessGroupGloo {
     return c10d::ProcessGroupGloo::recvAnysource(tensors, tag);
   }
 
-  std::atomic<int64_t> allreduces{0}, allreduce_bytes{0}, broadcasts{0}, sends{0}, recvs{0};
+  std::atomic<int64_t> allreduces{0}, allreduce_bytes{0}, broadcasts{0}, sends{0}, send_bytes{0}, recvs{0};
 
   // What this rank sent as the root of its broadcasts: a tensor's values up to four of them
   // (an integer without decimals), else its size; what a check compares with the number that
@@ -117,6 +118,9 @@ void report_collective_count(const Group& g) noexcept {
               " broadcasts";
     }
     log(line + " (DDP_COUNT_COLLECTIVES)");
+    if (const auto* counted = dynamic_cast<const CountedGloo*>(g.pg.get()); counted && counted->sends.load() > 0) {
+      log("its sends carried " + std::to_string(counted->send_bytes.load()) + " bytes in all (DDP_COUNT_COLLECTIVES)");
+    }
     if (const auto* counted = dynamic_cast<const CountedGloo*>(g.pg.get()); counted && !counted->sent().empty()) {
       log("as the root of its broadcasts this rank sent: " + counted->sent() + " (DDP_COUNT_COLLECTIVES)");
     }

@@ -1,4 +1,4 @@
-// defines: the count of the collectives a process group ran, for a check to read (exercises 01.2, 03.2, 05.2).
+// defines: the count of the collectives a process group ran, for a check to read (exercises 01.2, 03.2, 05.2, 07.1).
 #pragma once
 
 #include "common/group/process_group.h"
@@ -20,7 +20,9 @@ namespace ddp {
 // and, on a rank that was the root of a broadcast, what it sent (a count says a broadcast ran,
 // not what it carried):
 //   [rank 0/3] as the root of its broadcasts this rank sent: 27055 (DDP_COUNT_COLLECTIVES)
-// Exercises 01.2's, 03.2's and 05.2's checks read them; without the variable nothing changes.
+// and, on a rank that sent, what its sends carried (chapter 07's rings are sends and receives):
+//   [rank 0/2] its sends carried 32978320 bytes in all (DDP_COUNT_COLLECTIVES)
+// Exercises 01.2's, 03.2's, 05.2's and 07.1's checks read them; without the variable nothing changes.
 
 // Step 5's Gloo backend (make_backend, 01_join_group/main.cpp): counting as above when asked, else plain Gloo.
 c10::intrusive_ptr<Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,

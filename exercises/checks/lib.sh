@@ -70,12 +70,16 @@ bucket_count() { sed -n 's/.*became ready: \([0-9]*\) buckets\{0,1\}:.*/\1/p' <<
 
 # backend_count <log> <rank>/<world>: sets COUNT to what that rank's backend counted, from the
 # line it prints as the rank leaves (Note [Counted by the backend]): "collectives all-reduces
-# bytes sends receives broadcasts", empty when the rank did not print it. FAILs when the rank
-# printed such a line more than once: only the backend prints it, once.
+# bytes sends receives broadcasts", empty when the rank did not print it; and SENT_BYTES to what
+# its sends carried (its own line, printed when it sent), else empty. FAILs when the rank printed
+# either line more than once: only the backend prints them, once.
 backend_count() {
   local said
   said=$(grep -c "^\[rank $2\] the process group ran .*(DDP_COUNT_COLLECTIVES)" "$1")
   [ "$said" -le 1 ] || fail "rank ${2%/*} said $said times what its process group ran: only the backend says it, once, as the rank leaves"
+  said=$(grep -c "^\[rank $2\] its sends carried .*(DDP_COUNT_COLLECTIVES)" "$1")
+  [ "$said" -le 1 ] || fail "rank ${2%/*} said $said times what its sends carried: only the backend says it, once, as the rank leaves"
+  SENT_BYTES=$(sed -n "s|^\[rank $2\] its sends carried \([0-9]*\) bytes in all (DDP_COUNT_COLLECTIVES)\$|\1|p" "$1")
   COUNT=$(sed -n "s|^\[rank $2\] the process group ran \([0-9]*\) collectives: \([0-9]*\) all-reduces of \([0-9]*\) bytes in all, \([0-9]*\) sends, \([0-9]*\) receives, \([0-9]*\) broadcasts (DDP_COUNT_COLLECTIVES)\$|\1 \2 \3 \4 \5 \6|p" "$1")
 }
 

@@ -118,27 +118,33 @@ targets=$(field build "$check")
 # Coding checks run the student's build: it is their work.
 source "$root/scripts/handout.sh"
 kind=$(field kind "$check")
+# given <first commit>: that commit's files into .given/, each copied only when it differs (a
+# build there then makes only what changed).
+given=$root/.given
+given() {
+  local fresh f
+  fresh=$(mktemp -d "${TMPDIR:-/tmp}/given.XXXXXX")
+  trap 'rm -rf "$fresh"' EXIT  # also when stopped half-way (stop.sh exits through it)
+  git -C "$root" archive "$1" | tar -x -C "$fresh"
+  (cd "$fresh" && find . -type f -printf '%P\n') | while read -r f; do
+    cmp -s "$fresh/$f" "$given/$f" || { mkdir -p "$(dirname "$given/$f")" && cp "$fresh/$f" "$given/$f"; }
+  done
+  rm -rf "$fresh"
+}
 # A copy without the solutions is a handout; without its git history it cannot say what was handed out.
 if [ "$kind" = observation ] && [ ! -d "$root/exercises/solutions" ] && ! handout_commit "$root" > /dev/null; then
   echo "FAIL $id: this copy has no solutions and no git history of the course as handed out (its .git): an observation check runs that course, so restore .git or ask your teacher for a new handout"
   exit 2
 fi
 if [ "$kind" = observation ] && first=$(handout_commit "$root"); then
-  given=$root/.given flavour=cpu
+  flavour=cpu
   [[ ${DDP_BUILD%/} == *build-cuda ]] && flavour=cuda
   echo "exercise $id: an observation check runs the course as handed out (not your changes), built in .given/build-$flavour"
   # DDP_EXERCISE_NO_BUILD (the course's own tests) skips this only while nothing is built there:
   # a build in .given/ is always made again from the first commit first, so that a program faked
   # in it does not stay.
   if [ "${DDP_EXERCISE_NO_BUILD:-0}" != 1 ] || [ -d "$given/build-$flavour" ]; then
-    # That commit's files into .given/, each copied only when it differs (a build of what changed).
-    fresh=$(mktemp -d "${TMPDIR:-/tmp}/given.XXXXXX")
-    trap 'rm -rf "$fresh"' EXIT  # also when stopped half-way (stop.sh exits through it)
-    git -C "$root" archive "$first" | tar -x -C "$fresh"
-    (cd "$fresh" && find . -type f -printf '%P\n') | while read -r f; do
-      cmp -s "$fresh/$f" "$given/$f" || { mkdir -p "$(dirname "$given/$f")" && cp "$fresh/$f" "$given/$f"; }
-    done
-    rm -rf "$fresh"
+    given "$first"
     # Its programs linked again each time (seconds): one put in their place does not stay.
     for t in $targets; do rm -f "$given/build-$flavour/$t"; done
     echo "exercise $id: building $targets in .given/build-$flavour (log: .given/build.log) ..."
@@ -149,7 +155,7 @@ if [ "$kind" = observation ] && first=$(handout_commit "$root"); then
       exit 1
     fi
   fi
-  [ -f "$given/exercises/checks/$id.sh" ] ||
+  [ -f "$given/exercises/checks/$id.sh" ] && [ -d "$given/build-$flavour" ] ||
     { echo "FAIL $id: the course as handed out is not in .given/ (run the check without DDP_EXERCISE_NO_BUILD)"; exit 1; }
   export DDP_BUILD=$given/build-$flavour
   check=$given/exercises/checks/$id.sh
@@ -169,6 +175,24 @@ elif [ "${DDP_EXERCISE_NO_BUILD:-0}" != 1 ]; then
   if ! wait $!; then  # in the background, so that a stop is not held until the build ends
     grep -E "error|Error" "$DDP_BUILD/exercise-build.log" | head -n 20
     echo "FAIL $id: the build failed (whole log: ${DDP_BUILD#$root/}/exercise-build.log)"
+    exit 1
+  fi
+fi
+# Note [A coding check as handed out]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A coding check judges the student's build, but in a handout not with the student's copy of the
+# check: its script and lib.sh are the first commit's (in .given/), so a check edited to say PASS
+# is not the one that runs. And what it counts with must be as handed out too: the files its
+# `# trusts:` line names (the backend's count of what ran, the trace's logged lines) are compared
+# with the first commit, and a copy that changes them is refused, naming them (a student made
+# the backend's count of 07.1's sends say what the check wanted).
+if [ "$kind" = coding ] && first=$(handout_commit "$root"); then
+  given "$first"
+  check=$given/exercises/checks/$id.sh
+  trusts=$(field trusts "$check")
+  changed=$(git -C "$root" diff --name-only "$first" -- $trusts | tr '\n' ' ')
+  if [ -n "$changed" ]; then
+    echo "FAIL $id: this check counts what ran with files as handed out, and your copy changes ${changed% }: put them back (git checkout $(git -C "$root" rev-parse --short "$first") -- ${changed% }) and check again"
     exit 1
   fi
 fi

@@ -40,6 +40,10 @@ if [ "${1:-}" = --consistency ]; then
     for k in exercise kind time build proves; do
       [ -n "$(field $k "$f")" ] || { echo "$f has no '# $k:' line"; bad=1; }
     done
+    # What a coding check counts with in a handout, as handed out (Note [A coding check as handed out]).
+    for t in $(field trusts "$f"); do
+      [ -f "$root/$t" ] || { echo "$f trusts $t, which is not in the course"; bad=1; }
+    done
     case $(field kind "$f") in
       coding) [ -f "$root/exercises/solutions/$id.patch" ] || { echo "coding exercise $id has no exercises/solutions/$id.patch"; bad=1; } ;;
       observation)
@@ -93,6 +97,18 @@ if [ "${1:-}" = --handout ]; then
   [ $code = 77 ] || { echo "the exercise test in the handout must skip (77), it exited $code: $out"; exit 1; }
   out=$(DDP_BUILD=$build DDP_EXERCISE_NO_BUILD=1 "$scratch/h/scripts/exercise.sh" 01.2 2>&1); code=$?
   [ $code = 1 ] && [[ $out == *"FAIL 01.2: "* ]] || { echo "check 01.2 in the handout: exit $code: $out"; exit 1; }
+  # A coding check runs as handed out (Note [A coding check as handed out]): the student's copy
+  # of it edited to PASS is not the one that runs, and a change to what it counts with is refused.
+  sed -i '0,/^source .*lib.sh.*/s//&\npass "edited to pass"/' "$scratch/h/exercises/checks/01.2.sh"
+  grep -q '^pass "edited to pass"' "$scratch/h/exercises/checks/01.2.sh" || { echo "could not edit the handout's check 01.2"; exit 1; }
+  out=$(DDP_BUILD=$build DDP_EXERCISE_NO_BUILD=1 "$scratch/h/scripts/exercise.sh" 01.2 2>&1); code=$?
+  [ $code = 1 ] && [[ $out == *"FAIL 01.2: "* ]] && [[ $out != *"edited to pass"* ]] ||
+    { echo "check 01.2 in the handout, its copy edited to PASS: exit $code: $out"; exit 1; }
+  echo "// a change" >> "$scratch/h/common/group/collective_count.cpp"
+  out=$(DDP_BUILD=$build DDP_EXERCISE_NO_BUILD=1 "$scratch/h/scripts/exercise.sh" 01.2 2>&1); code=$?
+  [ $code = 1 ] && [[ $out == *"FAIL 01.2: this check counts what ran with files as handed out, and your copy changes common/group/collective_count.cpp"* ]] ||
+    { echo "check 01.2 in the handout, the backend's count changed: exit $code: $out"; exit 1; }
+  git -C "$scratch/h" checkout -q -- common/group/collective_count.cpp exercises/checks/01.2.sh
   # An observation check runs the course as handed out, built in .given/ (Note [Observations of
   # the course as handed out]), never the student's build: here not built, it says so; and its
   # script started directly refuses.
@@ -109,7 +125,7 @@ if [ "${1:-}" = --handout ]; then
   mv "$scratch/h.git" "$scratch/h/.git"
   [ $code = 2 ] && [[ $out == *"FAIL 04.2: this copy has no solutions and no git history"* ]] ||
     { echo "observation check 04.2 in a handout without its .git: exit $code: $out"; exit 1; }
-  echo "handout: no solutions, and a README that says so; a git repository with the course as its one commit; --solution says so; the exercise tests skip; the checks run and FAIL untouched; an observation check runs the course as handed out, only through exercise.sh, and not without the handout's .git"
+  echo "handout: no solutions, and a README that says so; a git repository with the course as its one commit; --solution says so; the exercise tests skip; the checks run and FAIL untouched; a coding check runs as handed out, refusing a change to what it counts with; an observation check runs the course as handed out, only through exercise.sh, and not without the handout's .git"
   exit 0
 fi
 

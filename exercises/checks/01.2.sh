@@ -3,6 +3,7 @@
 # kind: coding
 # time: 20 min
 # build: 01_join_group
+# trusts: common/group/collective_count.cpp common/group/collective_count.h
 # proves: every rank of a world of 3, each started as its own process, received through a
 #         broadcast the number only rank 0 knows (its process id), and the group still passed its
 #         check. The backend counts what each rank ran (Note [Counted by the backend]): one

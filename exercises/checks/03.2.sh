@@ -3,6 +3,7 @@
 # kind: coding
 # time: 25 min
 # build: 03_manual_allreduce
+# trusts: common/group/collective_count.cpp common/group/collective_count.h
 # proves: at world size 3 each rank's process group runs exactly one all-reduce per step for the
 #         gradients, carrying every gradient's bytes (4 bytes x 161 parameters), and no other
 #         collective, send or receive: counted by the backend itself, not by what the program

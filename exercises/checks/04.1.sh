@@ -3,6 +3,7 @@
 # kind: coding
 # time: 25 min
 # build: 04_grad_hooks 02_spawn
+# trusts: common/basics/log.cpp common/observe/trace.cpp common/observe/trace.h common/observe/run_trace.cpp
 # proves: the hooks fire once per parameter, in the order the gradients become ready, and the
 #         order the hooks logged is the order in which the all-reduces really started (rank 0's
 #         --trace), each line logged by its hook before its all-reduce started and after the one

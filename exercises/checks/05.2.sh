@@ -3,6 +3,7 @@
 # kind: coding
 # time: 25 min
 # build: 05_ddp 02_spawn
+# trusts: common/group/collective_count.cpp common/group/collective_count.h
 # proves: a --bucket-cap-mb below 1 MiB now cuts the first bucket too (the MLP at 0.1 MiB is two
 #         buckets or more, and the log says where the first one closes; at a second cap that the
 #         check draws each time, between 0.002 and 0.009 MiB, the MLP is three buckets, the

@@ -3,6 +3,7 @@
 # kind: coding
 # time: 30 min
 # build: 07_fsdp 02_spawn
+# trusts: common/group/collective_count.cpp common/group/collective_count.h
 # proves: with --reshard-after-forward off the CNN at 2 ranks (2 micro-batches a step, a validation
 #         before the last step) trains to the fingerprint of the default run, its rings send
 #         (m + 1) all-gathers' worth in the last step, m micro-batches, where the default sends (2m + 1), step 7's

@@ -118,10 +118,10 @@ targets=$(field build "$check")
 # Coding checks run the student's build: it is their work.
 source "$root/scripts/handout.sh"
 kind=$(field kind "$check")
-# given <first commit>: that commit's files into .given/, each copied only when it differs (a
+# copy_given <first commit>: that commit's files into .given/, each copied only when it differs (a
 # build there then makes only what changed).
 given=$root/.given
-given() {
+copy_given() {
   local fresh f
   fresh=$(mktemp -d "${TMPDIR:-/tmp}/given.XXXXXX")
   trap 'rm -rf "$fresh"' EXIT  # also when stopped half-way (stop.sh exits through it)
@@ -144,7 +144,7 @@ if [ "$kind" = observation ] && first=$(handout_commit "$root"); then
   # a build in .given/ is always made again from the first commit first, so that a program faked
   # in it does not stay.
   if [ "${DDP_EXERCISE_NO_BUILD:-0}" != 1 ] || [ -d "$given/build-$flavour" ]; then
-    given "$first"
+    copy_given "$first"
     # Its programs linked again each time (seconds): one put in their place does not stay.
     for t in $targets; do rm -f "$given/build-$flavour/$t"; done
     echo "exercise $id: building $targets in .given/build-$flavour (log: .given/build.log) ..."
@@ -187,7 +187,7 @@ fi
 # with the first commit, and a copy that changes them is refused, naming them (a student made
 # the backend's count of 07.1's sends say what the check wanted).
 if [ "$kind" = coding ] && first=$(handout_commit "$root"); then
-  given "$first"
+  copy_given "$first"
   check=$given/exercises/checks/$id.sh
   trusts=$(field trusts "$check")
   changed=$(git -C "$root" diff --name-only "$first" -- $trusts | tr '\n' ' ')

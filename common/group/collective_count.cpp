@@ -109,19 +109,20 @@ void count_collectives_if_asked(Group& g) {
 void report_collective_count(const Group& g) noexcept {
   if (!g.pg || !g.sequence_at_join || std::uncaught_exceptions() > 0) return;
   try {
+    const auto* counted = dynamic_cast<const CountedGloo*>(g.pg.get());
     std::string line = "the process group ran " +
                        std::to_string(g.pg->getSequenceNumberForGroup() - *g.sequence_at_join) + " collectives";
-    if (const auto* counted = dynamic_cast<const CountedGloo*>(g.pg.get())) {
+    if (counted) {
       line += ": " + std::to_string(counted->allreduces.load()) + " all-reduces of " +
               std::to_string(counted->allreduce_bytes.load()) + " bytes in all, " + std::to_string(counted->sends.load()) +
               " sends, " + std::to_string(counted->recvs.load()) + " receives, " + std::to_string(counted->broadcasts.load()) +
               " broadcasts";
     }
     log(line + " (DDP_COUNT_COLLECTIVES)");
-    if (const auto* counted = dynamic_cast<const CountedGloo*>(g.pg.get()); counted && counted->sends.load() > 0) {
+    if (counted && counted->sends.load() > 0) {
       log("its sends carried " + std::to_string(counted->send_bytes.load()) + " bytes in all (DDP_COUNT_COLLECTIVES)");
     }
-    if (const auto* counted = dynamic_cast<const CountedGloo*>(g.pg.get()); counted && !counted->sent().empty()) {
+    if (counted && !counted->sent().empty()) {
       log("as the root of its broadcasts this rank sent: " + counted->sent() + " (DDP_COUNT_COLLECTIVES)");
     }
   } catch (const std::exception& e) {

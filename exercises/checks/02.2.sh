@@ -15,15 +15,18 @@ starts=$(grep -c '^\[launcher\] starting 2 workers' "$WORK/usage.log")
 grep -q 'not restarting' "$WORK/usage.log" || fail "02_spawn stopped without saying why: log a line with 'not restarting' and the reason"
 grep 'not restarting' "$WORK/usage.log" | grep -qiE 'exit( code)? 2|usage' ||
   fail "the 'not restarting' line gives no reason: say that exit 2 is a usage error, which a restart cannot mend"
-run 90 "$WORK/exit3.log" 02_spawn --nproc-per-node 2 --max-restarts 1 --fail-rank 1
-starts=$(grep -c '^\[launcher\] starting 2 workers' "$WORK/exit3.log")
-[ "$starts" = 2 ] || fail "a worker that exits 3 must still be restarted: 02_spawn --max-restarts 1 --fail-rank 1 started the workers $starts time(s), not 2"
+# restarted <log name> <who> <02_spawn arguments...>: FAILs unless a failure of those arguments
+# starts the workers again, once (--max-restarts 1).
+restarted() {
+  local name=$1 who=$2 starts
+  shift 2
+  run 90 "$WORK/$name.log" 02_spawn --nproc-per-node 2 --max-restarts 1 "$@"
+  starts=$(grep -c '^\[launcher\] starting 2 workers' "$WORK/$name.log")
+  [ "$starts" = 2 ] || fail "$who must still be restarted: 02_spawn --max-restarts 1 $* started the workers $starts time(s), not 2"
+}
+restarted exit3 "a worker that exits 3" --fail-rank 1
 # Killed (exit 137: a crash, the OOM killer): a restart may well mend it.
-run 90 "$WORK/kill.log" 02_spawn --nproc-per-node 2 --max-restarts 1 --fail-rank 1 --fail-mode kill
-starts=$(grep -c '^\[launcher\] starting 2 workers' "$WORK/kill.log")
-[ "$starts" = 2 ] || fail "a worker that is killed must still be restarted: 02_spawn --max-restarts 1 --fail-rank 1 --fail-mode kill started the workers $starts time(s), not 2"
+restarted kill "a worker that is killed" --fail-rank 1 --fail-mode kill
 # Exit 1 (a timeout, a peer gone: the commonest failure) is no usage error either.
-run 90 "$WORK/exit1.log" 02_spawn --nproc-per-node 2 --max-restarts 1 -- /bin/false
-starts=$(grep -c '^\[launcher\] starting 2 workers' "$WORK/exit1.log")
-[ "$starts" = 2 ] || fail "workers that exit 1 (a timeout, a peer gone) must still be restarted: 02_spawn --max-restarts 1 -- /bin/false started them $starts time(s), not 2"
+restarted exit1 "workers that exit 1 (a timeout, a peer gone)" -- /bin/false
 pass "a usage error is not restarted ($(grep -o 'not restarting.*' "$WORK/usage.log" | head -n 1)); exit 1, exit 3 and a kill still are"

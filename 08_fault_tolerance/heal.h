@@ -1,0 +1,29 @@
+// defines: healing: a replica behind the quorum copies a peer's state over the network.
+#pragma once
+#include <torch/torch.h>
+
+#include "common/group/compat.h"
+
+namespace ch08 {
+
+// Note [Healing from a peer]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A replica that joins late, or comes back, is behind: the quorum's highest step is ahead of
+// its own. Chapter 05 would load a checkpoint from a file; here it copies the state from a
+// member at that step, over the quorum's own group (send/recv), while the other members go on
+// with the step: what torchft's Manager does with its checkpoint transport. The state is
+// everything a step reads: the parameters, the optimizer's state (momentum buffers, step
+// counts: serialized by LibTorch), the step count and the data position. Sent in place: the
+// parameters arrive in the tensors the model already holds.
+struct ReplicaState {
+  std::vector<torch::Tensor> params;
+  torch::optim::Optimizer* optimizer = nullptr;
+  int64_t step = 0;      // committed steps
+  int64_t position = 0;  // samples of the stream consumed by committed steps
+};
+
+// Both return the bytes that crossed the network. Errors (a peer gone) throw.
+int64_t send_state(ddp::Backend& pg, int to, ReplicaState& s);
+int64_t recv_state(ddp::Backend& pg, int from, ReplicaState& s);
+
+}  // namespace ch08

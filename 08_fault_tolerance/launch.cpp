@@ -1,0 +1,267 @@
+// provides: launch(): a lighthouse and N replicas on this machine, faults on purpose, the run checked.
+#include "08_fault_tolerance/launch.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "common/basics/errors.h"
+#include "common/basics/failure.h"
+#include "common/basics/log.h"
+#include "common/launch/error_file.h"
+#include "common/launch/net.h"
+
+namespace ch08 {
+namespace {
+
+volatile sig_atomic_t interrupted = 0;
+
+struct Child {
+  std::string id;
+  pid_t pid = -1;
+  bool replacement = false, running = true, lost = false, stopped = false;
+};
+
+std::string num(double v) {
+  std::ostringstream s;
+  s.precision(17);
+  s << v;
+  return s.str();
+}
+
+pid_t start(const std::vector<std::string>& args) {
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // a launcher that dies takes its children with it
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv("/proc/self/exe", argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+std::vector<torch::Tensor> load_params(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<torch::Tensor> out;
+  const c10::IValue list = torch::pickle_load(bytes);
+  for (const c10::IValue& v : list.toListRef()) out.push_back(v.toTensor());
+  return out;
+}
+
+bool check(bool ok, const std::string& what) {
+  ddp::log("check: " + what + ": " + (ok ? "OK" : "FAILED"));
+  return ok;
+}
+
+// The run's checks, from the step logs (Note [The step log is the schedule]).
+bool check_run(const std::string& out, const ddp::toy::TrainConfig& cfg) {
+  std::map<int64_t, StepRecord> schedule;
+  std::map<std::string, std::string> finals;
+  bool agree = true;
+  struct Fault { std::string id, what; double at; };
+  std::vector<Fault> faults;
+  std::vector<std::pair<double, std::vector<double>>> recoveries;  // failed at, then quorum, group, healed, done
+  std::vector<std::string> recovered_ids;
+  for (const auto& entry : std::filesystem::directory_iterator(out)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("steps.", 0) != 0) continue;
+    const std::string id = name.substr(6, name.size() - 10);
+    double failed = -1;
+    for (const std::string& line : read_lines(entry.path().string())) {
+      StepRecord r;
+      std::istringstream words(line);
+      std::string kind;
+      words >> kind;
+      if (parse_step(line, r)) {
+        auto [it, fresh] = schedule.emplace(r.step, r);
+        if (!fresh && format_step(it->second) != format_step(r)) {
+          ddp::log("step " + std::to_string(r.step) + ": " + id + " logged '" + format_step(r) + "', another '" + format_step(it->second) + "'");
+          agree = false;
+        }
+      } else if (kind == "final") {
+        words >> finals[id];
+      } else if (kind == "fault") {
+        std::string where, step_word, at_word;
+        int64_t step = 0;
+        double at = 0;
+        words >> where >> step_word >> step >> at_word >> at;
+        faults.push_back({id, where + " of step " + std::to_string(step), at});
+      } else if (kind == "failed") {
+        words >> failed;
+      } else if (kind == "recovered" && failed >= 0) {
+        std::vector<double> t(4);
+        for (double& v : t) words >> v;
+        recoveries.push_back({failed, t}), recovered_ids.push_back(id);
+        failed = -1;
+      }
+    }
+  }
+  bool ok = true;
+  bool whole = static_cast<int64_t>(schedule.size()) == cfg.steps, follow = true;
+  int64_t next = 0;
+  for (const auto& [step, r] : schedule) {
+    follow = follow && r.position == next;
+    next = r.position + static_cast<int64_t>(r.contributors.size()) * r.batch;
+  }
+  ok &= check(agree && whole && follow, "the step logs agree on " + std::to_string(schedule.size()) + " of " + std::to_string(cfg.steps) +
+                                            " steps, and their samples follow each other without a gap or an overlap (samples 0 to " +
+                                            std::to_string(next - 1) + ")");
+  std::string fp;
+  bool same = !finals.empty();
+  for (const auto& [id, f] : finals) same = same && (fp.empty() || f == fp), fp = f;
+  ok &= check(same, std::to_string(finals.size()) + " replica(s) finished, all with params fingerprint " + fp);
+  if (!finals.empty()) {
+    std::vector<StepRecord> steps;
+    int most = 0;
+    for (const auto& [step, r] : schedule) steps.push_back(r), most = std::max(most, static_cast<int>(r.contributors.size()));
+    const std::vector<torch::Tensor> theirs = load_params(out + "/params." + finals.begin()->first + ".pt");
+    const std::vector<torch::Tensor> mine = replay(steps, cfg);
+    const std::string replayed = ddp::toy::fingerprint(mine);
+    const double diff = ddp::toy::max_abs_diff(mine, theirs);
+    // At most 2 contributors a step, the replay's sums are the all-reduce's bit for bit (a+b, and
+    // adding zeros changes nothing); from 3, Gloo's ring adds in its own order (chapter 03's
+    // Note [Ring against c10d: when the bits agree]), so the tolerance of one process holds.
+    const bool exact = most <= 2;
+    ok &= check(exact ? replayed == fp : diff <= ddp::toy::kTolerance,
+                "a single-process replay of the membership schedule: fingerprint " + replayed +
+                    (exact ? ", bit-identical to the replicas' (at most 2 contributors a step)"
+                           : ", max |diff| " + std::to_string(diff) + " <= 1e-05 (" + std::to_string(most) +
+                                 " contributors a step: Gloo's ring adds in its own order)"));
+  }
+  for (const Fault& f : faults) {
+    for (size_t k = 0; k < recoveries.size(); ++k) {
+      const auto& [failed, t] = recoveries[k];
+      if (failed < f.at) continue;
+      ddp::log("from the fault (" + f.id + ", " + f.what + ") to the next committed step on " + recovered_ids[k] + ": " +
+               ddp::seconds(t[3] - f.at) + " = detection " + ddp::seconds(failed - f.at) + " + quorum " +
+               ddp::seconds(t[0] - failed) + " + new group " + ddp::seconds(t[1] - t[0]) + " + healing " +
+               ddp::seconds(t[2] - t[1]) + " + the step " + ddp::seconds(t[3] - t[2]));
+      break;
+    }
+  }
+  return ok;
+}
+
+}  // namespace
+
+int launch(const Options& o, int argc, char** argv) {
+  (void)argc, (void)argv;
+  ddp::set_log_identity("launcher");
+  std::string run = o.run, out = o.out;
+  if (!o.out_given) {  // a run of its own: its own name (the lighthouse refuses strangers) and folder
+    char stamp[32];
+    const std::time_t now = std::time(nullptr);
+    std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::localtime(&now));
+    run = o.run + "-" + stamp + "-" + std::to_string(::getpid());
+    out = "runs/08_fault_tolerance/" + run;
+  }
+  std::map<std::string, std::string> injected;
+  for (const std::string& inject : o.faults) {
+    const size_t colon = inject.find(':');
+    const std::string id = inject.substr(0, colon == std::string::npos ? 0 : colon);
+    bool known = false;
+    for (int r = 0; r < o.replicas; ++r) known = known || id == "r" + std::to_string(r);
+    if (colon == std::string::npos || !known)
+      throw ddp::UsageError("--inject '" + inject + "' is not ID:WHERE@STEP with ID one of r0..r" + std::to_string(o.replicas - 1));
+    parse_fault(inject.substr(colon + 1), "--inject");
+    injected[id] = inject.substr(colon + 1);
+  }
+  const int port = ddp::find_free_port();
+  const ddp::toy::TrainConfig& cfg = o.train.cfg;
+  const std::vector<std::string> lighthouse_args{
+      "08_fault_tolerance", "--lighthouse-only", "--port", std::to_string(port), "--run", run,
+      "--min-replicas", std::to_string(o.quorum.min_replicas), "--expect", std::to_string(o.replicas), "--join-timeout", num(o.quorum.join_timeout_s),
+      "--heartbeat-timeout", num(o.quorum.heartbeat_timeout_s)};
+  auto replica_args = [&](const std::string& id) {
+    std::vector<std::string> a{"08_fault_tolerance", "--replica-id", id, "--lighthouse", "127.0.0.1:" + std::to_string(port),
+                               "--run", run, "--out", out, "--steps", std::to_string(cfg.steps), "--lr", num(cfg.lr),
+                               "--batch", std::to_string(cfg.batch), "--seed", std::to_string(cfg.seed), "--optimizer",
+                               cfg.optimizer, "--momentum", num(cfg.momentum), "--contributors", std::to_string(o.contributors),
+                               "--timeout", num(o.timeout_s), "--quorum-deadline", num(o.quorum_deadline_s)};
+    if (injected.count(id)) a.push_back("--fault"), a.push_back(injected[id]);
+    return a;
+  };
+  ddp::log("run '" + run + "': a lighthouse on 127.0.0.1:" + std::to_string(port) + " and " + std::to_string(o.replicas) +
+           " replicas; step logs in " + out);
+  signal(SIGINT, [](int) { interrupted = 1; });
+  signal(SIGTERM, [](int) { interrupted = 1; });
+  pid_t lighthouse = start(lighthouse_args);
+  std::vector<Child> children;
+  for (int r = 0; r < o.replicas; ++r) children.push_back({"r" + std::to_string(r), start(replica_args("r" + std::to_string(r)))});
+  int next_id = o.replicas, failed = 0;
+  std::vector<double> replace_at;
+  const double t0 = ddp::monotonic_seconds(), limit = 60 + cfg.steps * 1.0 + 2 * o.quorum_deadline_s;
+  bool lighthouse_killed = false, lighthouse_back = false;
+  auto running = [&] { return std::count_if(children.begin(), children.end(), [](const Child& c) { return c.running; }); };
+  while (running() > 0 || !replace_at.empty()) {
+    const double now = ddp::monotonic_seconds() - t0;
+    if (interrupted || now > limit) {
+      for (Child& c : children) if (c.running || c.stopped) kill(c.pid, SIGKILL);
+      kill(lighthouse, SIGKILL);
+      while (waitpid(-1, nullptr, 0) > 0) {}
+      if (interrupted) ddp::log("interrupted: every replica and the lighthouse stopped");
+      else ddp::log("the run did not end within " + ddp::seconds(limit) + ": every replica and the lighthouse stopped");
+      return interrupted ? 130 : ddp::kExitFailure;
+    }
+    if (o.lighthouse_down_s > 0 && !lighthouse_killed && now >= o.lighthouse_down_at_s) {
+      kill(lighthouse, SIGKILL), waitpid(lighthouse, nullptr, 0), lighthouse_killed = true;
+      ddp::log("killed the lighthouse (--lighthouse-down): back in " + ddp::seconds(o.lighthouse_down_s));
+    }
+    if (lighthouse_killed && !lighthouse_back && now >= o.lighthouse_down_at_s + o.lighthouse_down_s) {
+      lighthouse = start(lighthouse_args), lighthouse_back = true;
+      ddp::log("started the lighthouse again");
+    }
+    for (size_t k = 0; k < replace_at.size(); ++k) {
+      if (now < replace_at[k]) continue;
+      const std::string id = "r" + std::to_string(next_id++);
+      children.push_back({id, start(replica_args(id)), true});
+      ddp::log("started " + id + ", a replacement");
+      replace_at.erase(replace_at.begin() + static_cast<long>(k));
+      break;
+    }
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, WNOHANG | WUNTRACED);
+    for (Child& c : children) {
+      if (pid <= 0 || c.pid != pid || !c.running) continue;
+      c.running = false;
+      if (WIFSTOPPED(status) || WIFSIGNALED(status)) {
+        c.lost = true, c.stopped = WIFSTOPPED(status);
+        ddp::log(c.id + (c.stopped ? " stopped (SIGSTOP): the others go on without it"
+                                   : std::string(" was killed (") + strsignal(WTERMSIG(status)) + "): the others go on without it"));
+        if (o.replace_after_s >= 0) replace_at.push_back(now + o.replace_after_s);
+      } else if (WEXITSTATUS(status) != 0) {
+        ddp::log(c.id + " exited with code " + std::to_string(WEXITSTATUS(status)));
+        ++failed;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (Child& c : children) if (c.stopped) kill(c.pid, SIGKILL), kill(c.pid, SIGCONT), waitpid(c.pid, nullptr, 0);
+  kill(lighthouse, SIGTERM), waitpid(lighthouse, nullptr, 0);
+  ddp::log(std::to_string(children.size()) + " replicas ran, " +
+           std::to_string(std::count_if(children.begin(), children.end(), [](const Child& c) { return c.lost; })) + " lost, " +
+           std::to_string(failed) + " failed; checking the run");
+  const bool ok = check_run(out, cfg);
+  return ok && failed == 0 ? ddp::kExitOk : ddp::kExitFailure;
+}
+
+}  // namespace ch08

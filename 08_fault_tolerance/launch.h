@@ -1,0 +1,22 @@
+// defines: the roles of 08_fault_tolerance besides a replica: the lighthouse, the launcher, the replay.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "08_fault_tolerance/options.h"
+#include "08_fault_tolerance/step_log.h"
+
+namespace ch08 {
+
+// --lighthouse-only: hosts the lighthouse's store and ticks until SIGINT/SIGTERM or --serve-for.
+int serve_lighthouse(const Options& o);
+
+// --replicas N: a lighthouse and N replicas of this program, the faults of --inject, the
+// replacements of --replace-after; then the run's checks (Note [The step log is the schedule]).
+int launch(const Options& o, int argc, char** argv);
+
+// One process replays the schedule: each step's contributors' gradients summed in their order,
+// divided by their number, the optimizer stepped. Returns the final parameters.
+std::vector<torch::Tensor> replay(const std::vector<StepRecord>& schedule, const ddp::toy::TrainConfig& cfg);
+
+}  // namespace ch08

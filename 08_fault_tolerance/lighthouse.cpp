@@ -1,0 +1,184 @@
+// provides: the lighthouse's tick over its store, and the replica's client (join, heartbeat, ask).
+#include "08_fault_tolerance/lighthouse.h"
+
+#include <chrono>
+#include <sstream>
+
+#include "common/basics/errors.h"
+#include "common/basics/failure.h"
+#include "common/basics/log.h"
+#include "common/launch/error_file.h"
+
+namespace ch08 {
+namespace {
+
+std::string get_text(c10d::Store& s, const std::string& key) {
+  std::vector<uint8_t> v = s.get(key);
+  return std::string(v.begin(), v.end());
+}
+void set_text(c10d::Store& s, const std::string& key, const std::string& value) {
+  s.set(key, std::vector<uint8_t>(value.begin(), value.end()));
+}
+c10::intrusive_ptr<c10d::TCPStore> connect_store(const std::string& host, int port, double timeout_s) {
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<std::uint16_t>(port);
+  o.isServer = false;
+  o.waitWorkers = false;
+  o.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  return c10::make_intrusive<c10d::TCPStore>(host, o);
+}
+void sleep_s(double s) { std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(s * 1e6))); }
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::TCPStore> host_lighthouse_store(const std::string& host, int port) {
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<std::uint16_t>(port);
+  o.isServer = true;
+  o.waitWorkers = false;
+  o.timeout = std::chrono::seconds(5);
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(host, o);
+  } catch (const std::exception& e) {
+    throw ddp::UsageError("the lighthouse cannot listen on port " + std::to_string(port) + ": " + ddp::short_what(e) +
+                          " (another lighthouse holds it? pick another --port)");
+  }
+}
+
+Lighthouse::Lighthouse(c10::intrusive_ptr<c10d::Store> store, std::string run, LighthouseOptions opts)
+    : store_(std::move(store)), opts_(opts) {
+  epoch_ = std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
+  set_text(*store_, "run", run);
+  set_text(*store_, "epoch", epoch_);
+  store_->add("joins", 0);
+}
+
+std::string Lighthouse::tick(double now) {
+  for (const int64_t n = store_->add("joins", 0); joins_seen_ < n;) {
+    const std::string id = get_text(*store_, "join/" + std::to_string(++joins_seen_));
+    if (!beats_.count(id)) ids_.push_back(id), beats_[id] = -1;
+  }
+  for (const std::string& id : ids_) {
+    const int64_t b = store_->add("beat/" + id, 0);
+    if (b != beats_[id]) beats_[id] = b, state_.heartbeats[id] = now;
+    if (!store_->check({"ask/" + id})) continue;
+    std::istringstream ask(get_text(*store_, "ask/" + id));
+    int64_t seq = 0;
+    Member m;
+    m.replica_id = id;
+    ask >> seq >> m.step >> m.commit_failures >> m.address;
+    if (seq <= answered_seq_[id] || state_.asked.count(id)) continue;
+    state_.asked[id] = {m, now}, pending_seq_[id] = seq, state_.heartbeats[id] = now;  // an ask is a heartbeat
+  }
+  Decision d = quorum_compute(now, state_, opts_);
+  if (!d.members) {
+    if (d.why == last_why_ || state_.asked.empty()) return "";
+    return last_why_ = d.why;
+  }
+  auto asked = state_.asked;
+  const int64_t before = state_.quorum_id;
+  Quorum q = issue(state_, *d.members);
+  std::string line = "quorum " + std::to_string(q.id) + " (" + d.why + "):";
+  for (const Member& m : q.members) {
+    set_text(*store_, "answer/" + m.replica_id + "/" + std::to_string(pending_seq_[m.replica_id]), serialize(q));
+    answered_seq_[m.replica_id] = pending_seq_[m.replica_id];
+    line += " " + m.replica_id + "@" + std::to_string(m.step);
+    asked.erase(m.replica_id);
+  }
+  for (auto& [id, ask] : asked) state_.asked[id] = {ask.first, now};  // not alive when issued: asks again
+  last_why_.clear();
+  return q.id != before ? line : "";  // the same quorum again: nothing new to say
+}
+
+LighthouseClient::LighthouseClient(std::string host, int port, std::string run, std::string replica_id, std::string address,
+                                   double connect_timeout_s)
+    : host_(std::move(host)), run_(std::move(run)), id_(std::move(replica_id)), address_(std::move(address)), port_(port),
+      connect_timeout_s_(connect_timeout_s) {
+  try {
+    connect();
+  } catch (const ddp::UsageError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw ddp::UsageError("no lighthouse answers at " + host_ + ":" + std::to_string(port_) + " within " +
+                          ddp::seconds(connect_timeout_s_) + " (" + ddp::short_what(e) +
+                          "): start it first (08_fault_tolerance --lighthouse), or fix --lighthouse");
+  }
+  beats_ = std::thread([this] { beat_loop(); });
+}
+
+LighthouseClient::~LighthouseClient() {
+  stop_ = true;
+  if (beats_.joinable()) beats_.join();
+}
+
+void LighthouseClient::connect() {
+  auto ask = connect_store(host_, port_, connect_timeout_s_), beat = connect_store(host_, port_, connect_timeout_s_);
+  const std::string run = get_text(*ask, "run");
+  if (run != run_)
+    throw ddp::UsageError("the lighthouse at " + host_ + ":" + std::to_string(port_) + " serves run '" + run + "', not '" + run_ +
+                          "': a replica joins only its own run (--run)");
+  const std::string epoch = get_text(*ask, "epoch");
+  set_text(*ask, "join/" + std::to_string(ask->add("joins", 1)), id_);
+  std::lock_guard<std::mutex> lock(mu_);
+  ask_store_ = ask, beat_store_ = beat, epoch_ = epoch;
+}
+
+void LighthouseClient::beat_loop() {
+  while (!stop_) {
+    c10::intrusive_ptr<c10d::Store> store;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      store = beat_store_;
+    }
+    try {
+      store->add("beat/" + id_, 1);
+    } catch (const std::exception&) {
+      down_ = true;  // ask() says so and connects again
+    }
+    sleep_s(0.1);
+  }
+}
+
+Quorum LighthouseClient::ask(int64_t step, int64_t failures, double deadline_s) {
+  const double start = ddp::monotonic_seconds();
+  bool said = false;
+  while (true) {
+    try {
+      const std::string key = "answer/" + id_ + "/" + std::to_string(++seq_);
+      set_text(*ask_store_, "ask/" + id_,
+               std::to_string(seq_) + " " + std::to_string(step) + " " + std::to_string(failures) + " " + address_);
+      while (!ask_store_->check({key})) {
+        if (ddp::monotonic_seconds() - start > deadline_s)
+          throw std::runtime_error("no quorum formed within " + ddp::seconds(deadline_s) +
+                                   " (--quorum-deadline): fewer replicas than --min-replicas are alive");
+        sleep_s(0.002);
+      }
+      if (said) ddp::log("the lighthouse at " + host_ + ":" + std::to_string(port_) + " is back: a new quorum");
+      return parse_quorum(get_text(*ask_store_, key));
+    } catch (const std::runtime_error& e) {
+      const std::string what = ddp::short_what(e);
+      if (what.rfind("no quorum formed", 0) == 0) throw;
+      if (!said) {
+        ddp::log("the lighthouse at " + host_ + ":" + std::to_string(port_) + " does not answer (" + what + "): waiting up to " +
+                 ddp::seconds(deadline_s) + " for it to come back");
+        said = true;
+      }
+    }
+    if (ddp::monotonic_seconds() - start > deadline_s)
+      throw std::runtime_error("the lighthouse at " + host_ + ":" + std::to_string(port_) + " did not come back within " +
+                               ddp::seconds(deadline_s) + " (--quorum-deadline)");
+    sleep_s(0.2);
+    try {
+      connect();
+    } catch (const ddp::UsageError&) {
+      throw;
+    } catch (const std::exception&) {
+    }
+  }
+}
+
+c10::intrusive_ptr<c10d::Store> LighthouseClient::group_store(const Quorum& q) {
+  return c10::make_intrusive<c10d::PrefixStore>("group/" + epoch_ + "/" + std::to_string(q.id), ask_store_);
+}
+
+}  // namespace ch08

@@ -1,0 +1,80 @@
+// defines: the lighthouse (a quorum per step, served on a c10d TCPStore) and a replica's client of it.
+#pragma once
+#include <torch/torch.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "08_fault_tolerance/quorum.h"
+#include "common/group/compat.h"
+
+namespace ch08 {
+
+// Note [The lighthouse on a store]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// torchft's lighthouse is a gRPC server in Rust. Ours is a TCPStore that the lighthouse process
+// hosts, and a loop that reads it every 10 ms (torchft ticks every 100 ms): the store already
+// gives what the exchange needs, a counter to add to and keys to wait for.
+//   run              the run's name; a replica of another run is refused (exit 2)
+//   epoch            when this lighthouse started: a lighthouse started again is a new epoch
+//   joins, join/<n>  replica n's id, in the order they joined
+//   beat/<id>        a counter its heartbeat thread adds 1 to every 100 ms; the lighthouse notes,
+//                    on its own clock, when it last moved (no clocks are compared across hosts)
+//   ask/<id>         "seq step failures address": the replica's question for its next step
+//   answer/<id>/<seq> the quorum, as serialize() writes it, for everyone who asked
+//   group/<epoch>/<quorum id>/...  the keys of that quorum's Gloo group: every quorum meets on a
+//                    fresh prefix, so no key of a broken group is read by the next one
+// A replica that asked waits for its answer key. When a SIGSTOPped replica's heartbeat stops, the
+// lighthouse drops it after the heartbeat timeout; a SIGKILLed one stops beating at once.
+class Lighthouse {
+ public:
+  Lighthouse(c10::intrusive_ptr<c10d::Store> store, std::string run, LighthouseOptions opts);
+  // Reads heartbeats and asks, answers when quorum_compute() allows. Returns the line to log
+  // when something changed (a quorum issued, or the reason it waits changed), else "".
+  std::string tick(double now);
+  std::string epoch() const { return epoch_; }
+
+ private:
+  c10::intrusive_ptr<c10d::Store> store_;
+  LighthouseOptions opts_;
+  LighthouseState state_;
+  std::string epoch_, last_why_;
+  int64_t joins_seen_ = 0;
+  std::vector<std::string> ids_;
+  std::map<std::string, int64_t> beats_, answered_seq_, pending_seq_;
+};
+
+// A replica's side: joins, heartbeats from a thread of its own (over its own connection, so a
+// replica waiting for an answer still beats), asks.
+class LighthouseClient {
+ public:
+  // Connects to the lighthouse at host:port; throws UsageError if it serves another run.
+  LighthouseClient(std::string host, int port, std::string run, std::string replica_id, std::string address,
+                   double connect_timeout_s);
+  ~LighthouseClient();
+  // Asks for the quorum of the next step. If the lighthouse does not answer, says so, waits and
+  // connects again (a lighthouse started again), for up to `deadline_s`; then throws.
+  Quorum ask(int64_t step, int64_t failures, double deadline_s);
+  // The store the quorum's group meets on, and its prefix there.
+  c10::intrusive_ptr<c10d::Store> group_store(const Quorum& q);
+
+ private:
+  void connect();
+  void beat_loop();
+  std::string host_, run_, id_, address_;
+  int port_;
+  double connect_timeout_s_;
+  std::mutex mu_;  // guards ask_store_/epoch_ against the heartbeat thread's reconnects
+  c10::intrusive_ptr<c10d::Store> ask_store_, beat_store_;
+  std::string epoch_;
+  int64_t seq_ = 0;
+  std::atomic<bool> stop_{false}, down_{false};
+  std::thread beats_;
+};
+
+// The lighthouse's TCPStore, hosted here (exit 2 if the port is taken).
+c10::intrusive_ptr<c10d::TCPStore> host_lighthouse_store(const std::string& host, int port);
+
+}  // namespace ch08

@@ -1,0 +1,183 @@
+// 08_fault_tolerance: training that goes on through a lost replica, without a restart.
+//
+// The lesson: chapter 03's data-parallel step, made to survive a replica that dies. Before every
+// step each replica asks a lighthouse who trains this step (a quorum, 2); a new quorum gets a new
+// process group (3); a replica that is behind copies the state of one that is not, over the
+// network (4); every step's all-reduce ends with a vote, and a step is applied only where every
+// member says its all-reduce succeeded (6). The survivors never restart: a lost replica costs a
+// failed step and a new quorum. The parts live beside this file, each with its Note.
+//
+// Usage (one command: a lighthouse and the replicas on this machine, faults on purpose):
+//   ./build-cpu/08_fault_tolerance --replicas 2
+//   ./build-cpu/08_fault_tolerance --replicas 3 --inject r1:allreduce@8 --replace-after 0.5
+// By hand, one terminal each (the lighthouse first):
+//   ./build-cpu/08_fault_tolerance --lighthouse-only --port 29510
+//   ./build-cpu/08_fault_tolerance --replica-id r0 --lighthouse 127.0.0.1:29510
+//   ./build-cpu/08_fault_tolerance --replica-id r1 --lighthouse 127.0.0.1:29510
+//
+// Expected output (--replicas 3 --inject r1:allreduce@8 --replace-after 0.5; trimmed, the lines
+// of the processes interleave; times vary):
+//   [replica r0] quorum 1: r0 r1 r2, rank 0 of 3, a new group
+//   [replica r1] fault: SIGKILL to myself in allreduce of step 8 (--fault) at t=...
+//   [replica r0] step 8 failed (an all-reduce or the vote): not applied anywhere; asking for a new quorum
+//   [replica r0] quorum 2: r0 r2, rank 0 of 2, a new group
+//   [replica r0] recovered: step 8 committed 1.1s after the failure (quorum 1.0s, new group 0.01s, the step 0.002s)
+//   [replica r3] quorum 3: r0 r2 r3, rank 2 of 3, a new group; healing from r0
+//   [launcher] check: the step logs agree, and their samples follow each other without a gap or an overlap: OK
+//   [launcher] check: a single-process replay of the membership schedule: fingerprint ... equals the replicas': OK
+
+#include "08_fault_tolerance/heal.h"
+#include "08_fault_tolerance/launch.h"
+#include "08_fault_tolerance/lighthouse.h"
+#include "08_fault_tolerance/options.h"
+#include "08_fault_tolerance/step_log.h"
+#include "08_fault_tolerance/step_vote.h"
+#include "common/basics/failure.h"
+#include "common/basics/log.h"
+#include "common/launch/error_file.h"
+#include "common/launch/net.h"
+
+namespace ch08 {
+// A Gloo group of `size` on `store` (a fresh prefix per quorum): below main.
+c10::intrusive_ptr<ddp::Backend> new_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                           const std::string& host, double timeout_s);
+}  // namespace ch08
+
+int main(int argc, char** argv) {
+  ch08::Options o;
+  ch08::parse_options(argc, argv, o);
+  return ddp::guarded_main([&] {
+    if (o.serve) return ch08::serve_lighthouse(o);         // lighthouse_main.cpp
+    if (o.replicas > 0) return ch08::launch(o, argc, argv);  // launch.cpp
+    if (o.replica_id.empty()) throw ddp::UsageError("say which replica this is (--replica-id), or start them all (--replicas N)");
+    ddp::set_log_identity("replica " + o.replica_id);
+    const ddp::toy::TrainConfig& cfg = o.train.cfg;
+    ch08::Fault fault = ch08::parse_fault(o.fault, "--fault");
+
+    // 1. The model and its optimizer: the same seed on every replica, so all start equal.
+    auto model = ddp::toy::make_model(cfg.seed);
+    std::vector<torch::Tensor> params = model->parameters();
+    auto optimizer = ddp::toy::make_optimizer(params, cfg);
+    ch08::ReplicaState state{params, optimizer.get(), 0, 0};
+    ch08::StepLog steps(o.out, o.replica_id);
+    fault.log = &steps;
+    auto [host, port] = ch08::split_address(o.lighthouse, "--lighthouse");
+    ch08::LighthouseClient lighthouse(host, port, o.run, o.replica_id, std::to_string(::getpid()), o.quorum_deadline_s);
+
+    int64_t current = -1, failures = 0;
+    c10::intrusive_ptr<ddp::Backend> pg;
+    double failed_at = -1;  // when the last step failed: the start of a recovery
+    while (state.step < cfg.steps) {
+      // 2. Ask who trains this step, telling our step and whether our last one failed.
+      const ch08::Quorum q = lighthouse.ask(state.step, failures, o.quorum_deadline_s);
+      const double quorum_at = ddp::monotonic_seconds();
+      const ch08::Assignment a = ch08::assignment(q, o.replica_id);
+      failures = 0;
+
+      // 3. A new quorum, a new group: on a fresh store prefix, as its id is new. The old one is
+      //    dropped; a Gloo group whose collective failed cannot be used again.
+      std::string said = "quorum " + std::to_string(q.id) + ":";
+      for (const ch08::Member& m : q.members) said += " " + m.replica_id;
+      said += ", rank " + std::to_string(a.replica_rank) + " of " + std::to_string(a.replica_world);
+      const bool fresh = q.id != current;
+      if (fresh) {
+        pg.reset();
+        try {
+          pg = ch08::new_group(lighthouse.group_store(q), a.replica_rank, a.replica_world, host, o.timeout_s);
+        } catch (const std::exception& e) {  // a member lost while the group formed: ask again
+          ddp::log(said + ": the new group did not form (" + ddp::short_what(e) + "); asking again");
+          failures = 1, failed_at = failed_at < 0 ? ddp::monotonic_seconds() : failed_at;
+          continue;
+        }
+        current = q.id;
+        said += ", a new group";
+      }
+      const double group_at = ddp::monotonic_seconds();
+      if (a.heal) said += "; healing from " + q.members[a.heal_from].replica_id;
+      if (fresh || a.heal || !a.heal_to.empty()) ddp::log(said);
+
+      // 4. Heal: a replica behind the quorum's step copies parameters, optimizer state, step and
+      //    data position from a member at that step (Note [Healing from a peer]).
+      bool ok = true;
+      try {
+        if (a.heal) ch08::recv_state(*pg, a.heal_from, state);
+        for (int to : a.heal_to) ch08::send_state(*pg, to, state);
+      } catch (const std::exception& e) {
+        ddp::log("healing failed: " + ddp::short_what(e));
+        ok = false;
+      }
+      const double healed_at = ddp::monotonic_seconds();
+
+      // 5. Who contributes: the members that were not behind, at most --contributors of them
+      //    (the rest are spares: Note [Spares keep the global batch]). Contributor j takes the
+      //    j-th slice of the step's global batch, which starts at the data position.
+      std::vector<std::string> contributors;
+      for (const ch08::Member& m : q.members)
+        if (m.step == a.max_step && (o.contributors == 0 || static_cast<int>(contributors.size()) < o.contributors))
+          contributors.push_back(m.replica_id);
+      const auto me = std::find(contributors.begin(), contributors.end(), o.replica_id);
+      const int64_t j = me - contributors.begin();
+      const bool contributes = me != contributors.end() && !a.heal;
+      fault.at("forward", state.step);
+      auto [x, y] = ddp::toy::batch(static_cast<int>(state.position / cfg.batch + (contributes ? j : 0)), 0, cfg.batch, 1);
+      torch::Tensor loss = torch::mse_loss(model->forward(x), y);
+      std::vector<torch::Tensor> grads = torch::autograd::grad({loss}, params);
+
+      // 6. Average over the contributors (zeros from the others), vote, and apply only if all
+      //    said yes (Note [Zeros until healed, and a vote]).
+      const int n = static_cast<int>(contributors.size());
+      ok = ok && ch08::average_gradients(*pg, grads, contributes, n, [&] { fault.at("allreduce", state.step); });
+      const bool commit = ch08::commit_vote(*pg, ok);
+      fault.at("vote", state.step);
+      if (!commit) {
+        ddp::log("step " + std::to_string(state.step) + " failed (an all-reduce or the vote): not applied anywhere; "
+                 "asking for a new quorum");
+        failures = 1, failed_at = ddp::monotonic_seconds(), current = -1;
+        steps.line("failed " + std::to_string(failed_at));
+        continue;
+      }
+      for (size_t k = 0; k < params.size(); ++k) params[k].mutable_grad() = grads[k];
+      optimizer->step();
+      steps.line(ch08::format_step({state.step, state.position, cfg.batch, q.id, contributors}));
+      state.position += n * cfg.batch;
+      ++state.step;
+      const double done = ddp::monotonic_seconds();
+      if (failed_at >= 0) {
+        const std::string line = "recovered: step " + std::to_string(state.step - 1) + " committed " +
+                                 ddp::seconds(done - failed_at) + " after the failure (quorum " + ddp::seconds(quorum_at - failed_at) +
+                                 ", new group " + ddp::seconds(group_at - quorum_at) + ", healing " +
+                                 ddp::seconds(healed_at - group_at) + ", the step " + ddp::seconds(done - healed_at) + ")";
+        ddp::log(line);
+        steps.line("recovered " + std::to_string(quorum_at) + " " + std::to_string(group_at) + " " + std::to_string(healed_at) +
+                   " " + std::to_string(done) + " step " + std::to_string(state.step - 1));
+        failed_at = -1;
+      }
+      if (state.step == 1 || state.step % 5 == 0 || state.step == cfg.steps)
+        ddp::log("step " + std::to_string(state.step - 1) + ": loss " + std::to_string(loss.item<double>()) + " on " +
+                 std::to_string(n) + " contributor(s), samples from " + std::to_string(state.position - n * cfg.batch));
+    }
+    // 7. The parameters' fingerprint, for the launcher to compare with every replica's and the replay's.
+    const std::string fp = ddp::toy::fingerprint(params);
+    ddp::toy::save_params(params, o.out + "/params." + o.replica_id + ".pt");
+    steps.line("final " + fp);
+    ddp::log("done: " + std::to_string(state.step) + " steps, params fingerprint " + fp);
+    return ddp::kExitOk;
+  });
+}
+
+namespace ch08 {
+
+c10::intrusive_ptr<ddp::Backend> new_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                           const std::string& host, double timeout_s) {
+  auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME")) {
+    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+  } else if (ddp::is_loopback(host)) {
+    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  } else {
+    opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  }
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts);
+}
+
+}  // namespace ch08

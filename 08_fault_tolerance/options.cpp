@@ -1,0 +1,110 @@
+// provides: chapter 08's flags and the faults a replica can be told to suffer.
+#include "08_fault_tolerance/options.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include "common/basics/cli.h"
+#include "common/basics/errors.h"
+#include "common/basics/log.h"
+#include "common/launch/error_file.h"
+#include "08_fault_tolerance/step_log.h"
+
+namespace ch08 {
+
+void parse_options(int argc, char** argv, Options& o) {
+  CLI::App app{"08_fault_tolerance: train through a lost replica without a restart (a quorum per step, healing from a peer)"};
+  ddp::show_true_defaults(app);
+  ddp::toy::add_train_flags(app, o.train);
+  ddp::toy::TrainConfig& cfg = o.train.cfg;
+  app.add_option("--optimizer", cfg.optimizer, "sgd or adam")->check(CLI::IsMember({"sgd", "adam"}));
+  app.add_option("--momentum", cfg.momentum, "SGD momentum")->check(ddp::finite_number())->check(CLI::Range(0.0, 1.0));
+  // a replica
+  app.add_option("--replica-id", o.replica_id, "This replica's id, unique in the run (a replacement takes a new one)");
+  app.add_option("--lighthouse", o.lighthouse, "host:port of the lighthouse");
+  app.add_option("--run", o.run, "The run's name: the lighthouse refuses replicas of another run");
+  app.add_option("--out", o.out, "The run's folder: each replica's step log (default runs/08_fault_tolerance/<run>)");
+  app.add_option("--contributors", o.contributors, "At most K members contribute to a step, the rest are spares "
+                                                   "(the global batch stays K x --batch); 0: all (it changes with the quorum)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--timeout", o.timeout_s, "Seconds a collective waits for a silent peer (Gloo cannot abort one)")
+      ->check(ddp::finite_number())->check(CLI::PositiveNumber);
+  app.add_option("--quorum-deadline", o.quorum_deadline_s, "Seconds a replica waits for a quorum (or for a lost lighthouse) before it exits 1")
+      ->check(ddp::finite_number())->check(CLI::PositiveNumber);
+  app.add_option("--fault", o.fault, "WHERE@STEP: SIGKILL this replica in forward, allreduce or vote of that step, or SIGSTOP it (stop)");
+  // the lighthouse
+  app.add_flag("--lighthouse-only", o.serve, "Be the lighthouse, on --port, until a signal (or --serve-for)");
+  app.add_option("--port", o.port, "The lighthouse's port")->check(CLI::Range(1, 65535));
+  app.add_option("--min-replicas", o.quorum.min_replicas, "The smallest quorum")->check(CLI::PositiveNumber);
+  app.add_option("--expect", o.quorum.first, "The first quorum waits for this many replicas (or the join timeout); --replicas sets it")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--join-timeout", o.quorum.join_timeout_s, "Seconds a quorum waits for alive replicas that have not asked")
+      ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
+  app.add_option("--heartbeat-timeout", o.quorum.heartbeat_timeout_s, "Seconds without a heartbeat before a replica counts as lost")
+      ->check(ddp::finite_number())->check(CLI::PositiveNumber);
+  app.add_option("--serve-for", o.serve_for_s, "The lighthouse stops after this many seconds (0: until a signal)")
+      ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
+  // the launcher
+  app.add_option("--replicas", o.replicas, "Start a lighthouse and N replicas on this machine, watch them, check the run")
+      ->check(CLI::Range(1, 16));
+  app.add_option("--inject", o.faults, "ID:WHERE@STEP, e.g. r1:allreduce@8: that replica's --fault (repeatable)");
+  app.add_option("--replace-after", o.replace_after_s, "Start a new replica this many seconds after one is lost (default: never)")
+      ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
+  std::string down;
+  app.add_option("--lighthouse-down", down, "T:S: kill the lighthouse T seconds in, start it again S seconds later");
+  ddp::parse_flags(app, argc, argv);
+  if (!down.empty()) {
+    const size_t colon = down.find(':');
+    try {
+      if (colon == std::string::npos) throw std::invalid_argument("no colon");
+      o.lighthouse_down_at_s = std::stod(down.substr(0, colon)), o.lighthouse_down_s = std::stod(down.substr(colon + 1));
+    } catch (const std::exception&) {
+      std::fprintf(stderr, "--lighthouse-down: '%s' is not T:S (two numbers of seconds)\n", down.c_str());
+      ddp::leave_now(ddp::kExitUsage);
+    }
+  }
+  o.out_given = !o.out.empty();
+  if (o.out.empty()) o.out = "runs/08_fault_tolerance/" + o.run;
+}
+
+std::pair<std::string, int> split_address(const std::string& address, const std::string& flag) {
+  const size_t colon = address.rfind(':');
+  int port = 0;
+  try {
+    if (colon == std::string::npos || colon == 0) throw std::invalid_argument("no host");
+    size_t used = 0;
+    port = std::stoi(address.substr(colon + 1), &used);
+    if (used != address.size() - colon - 1 || port < 1 || port > 65535) throw std::invalid_argument("port");
+  } catch (const std::exception&) {
+    throw ddp::UsageError(flag + " '" + address + "' is not host:port (a port from 1 to 65535)");
+  }
+  return {address.substr(0, colon), port};
+}
+
+Fault parse_fault(const std::string& text, const std::string& flag) {
+  Fault f;
+  if (text.empty()) return f;
+  const size_t at = text.find('@');
+  try {
+    if (at == std::string::npos) throw std::invalid_argument("no @");
+    f.where = text.substr(0, at);
+    size_t used = 0;
+    f.step = std::stoll(text.substr(at + 1), &used);
+    if (used != text.size() - at - 1 || f.step < 0) throw std::invalid_argument("step");
+  } catch (const std::exception&) {
+    throw ddp::UsageError(flag + " '" + text + "' is not WHERE@STEP (a step from 0)");
+  }
+  if (f.where != "forward" && f.where != "allreduce" && f.where != "vote" && f.where != "stop")
+    throw ddp::UsageError(flag + " '" + text + "': WHERE is forward, allreduce, vote or stop");
+  return f;
+}
+
+void Fault::at(const std::string& point, int64_t step_now) const {
+  if (step_now != step || (point != where && !(where == "stop" && point == "forward"))) return;
+  ddp::log("fault: " + std::string(where == "stop" ? "SIGSTOP" : "SIGKILL") + " to myself in " + point + " of step " +
+           std::to_string(step_now) + " (--fault) at t=" + std::to_string(ddp::monotonic_seconds()));
+  if (log) log->line("fault " + where + " step " + std::to_string(step_now) + " at " + std::to_string(ddp::monotonic_seconds()));
+  raise(where == "stop" ? SIGSTOP : SIGKILL);
+}
+
+}  // namespace ch08

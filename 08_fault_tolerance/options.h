@@ -1,0 +1,53 @@
+// defines: chapter 08's flags, for its three roles: replica (the lesson), lighthouse, launcher.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "08_fault_tolerance/quorum.h"
+#include "common/data/toy_task.h"
+
+namespace ch08 {
+
+struct Options {
+  ddp::toy::TrainFlags train;   // --steps --lr --batch --seed ... (chapters 03-04's)
+  // a replica
+  std::string replica_id;       // --replica-id
+  std::string lighthouse = "127.0.0.1:29510";  // --lighthouse host:port
+  std::string run = "08";       // --run: the lighthouse serves one run
+  std::string out;              // --out: the run's folder (default runs/08_fault_tolerance/<run>)
+  bool out_given = false;
+  int contributors = 0;         // --contributors K: at most K members contribute (0: all)
+  double timeout_s = 2;         // --timeout: how long a collective waits for a silent peer
+  double quorum_deadline_s = 30;  // --quorum-deadline
+  std::string fault;            // --fault WHERE@STEP: this replica's own fault (for the lesson's demos)
+  // the lighthouse
+  bool serve = false;           // --lighthouse-only: be the lighthouse
+  int port = 29510;
+  LighthouseOptions quorum;     // --min-replicas --join-timeout --heartbeat-timeout
+  double serve_for_s = 0;       // --serve-for: stop after this long (0: until a signal)
+  // the launcher
+  int replicas = 0;             // --replicas N: start a lighthouse and N replicas here
+  std::vector<std::string> faults;  // --inject ID:WHERE@STEP
+  double replace_after_s = -1;  // --replace-after S: start a new replica S seconds after one is lost
+  double lighthouse_down_s = 0; // --lighthouse-down T:S: kill the lighthouse at T s, start it again S s later
+  double lighthouse_down_at_s = 0;
+};
+
+// Parses argv into `o` (exit 2 on a bad flag, with why).
+void parse_options(int argc, char** argv, Options& o);
+
+// "host:port" -> both; UsageError (exit 2) if it is not that.
+std::pair<std::string, int> split_address(const std::string& address, const std::string& flag);
+
+// --fault WHERE@STEP, parsed: where in {forward, allreduce, vote, stop}; none when empty.
+class StepLog;
+struct Fault {
+  std::string where;
+  int64_t step = -1;
+  StepLog* log = nullptr;  // where the time of the fault is written, for the launcher's report
+  // At `where` in step `step`: SIGKILL this process (SIGSTOP for "stop"), as a real fault would.
+  void at(const std::string& point, int64_t step_now) const;
+};
+Fault parse_fault(const std::string& text, const std::string& flag);
+
+}  // namespace ch08

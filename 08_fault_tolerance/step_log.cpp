@@ -1,0 +1,54 @@
+// provides: StepLog and the step line's two directions.
+#include "08_fault_tolerance/step_log.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include "common/basics/errors.h"
+
+namespace ch08 {
+
+StepLog::StepLog(const std::string& folder, const std::string& replica_id) {
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  const std::string path = folder + "/steps." + replica_id + ".txt";
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd_ < 0 && errno == EEXIST)
+    throw ddp::UsageError("replica id '" + replica_id + "' already ran in this run (" + path +
+                          " exists): a replacement takes a new --replica-id, a new run a new --run or --out");
+  if (fd_ < 0) throw ddp::UsageError("cannot create " + path + ": " + std::strerror(errno));
+}
+
+StepLog::~StepLog() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void StepLog::line(const std::string& text) {
+  const std::string l = text + "\n";
+  if (::write(fd_, l.data(), l.size()) != static_cast<ssize_t>(l.size())) throw std::runtime_error("the step log: write failed");
+}
+
+std::string format_step(const StepRecord& r) {
+  std::string c;
+  for (const std::string& id : r.contributors) c += (c.empty() ? "" : ",") + id;
+  return "step " + std::to_string(r.step) + " position " + std::to_string(r.position) + " batch " + std::to_string(r.batch) +
+         " contributors " + c + " quorum " + std::to_string(r.quorum);
+}
+
+bool parse_step(const std::string& line, StepRecord& r) {
+  std::istringstream in(line);
+  std::string w[5], contributors;
+  in >> w[0] >> r.step >> w[1] >> r.position >> w[2] >> r.batch >> w[3] >> contributors >> w[4] >> r.quorum;
+  if (!in || w[0] != "step" || w[1] != "position" || w[2] != "batch" || w[3] != "contributors" || w[4] != "quorum") return false;
+  r.contributors.clear();
+  std::istringstream ids(contributors);
+  for (std::string id; std::getline(ids, id, ',');) r.contributors.push_back(id);
+  return true;
+}
+
+}  // namespace ch08

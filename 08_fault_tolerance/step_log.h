@@ -1,0 +1,39 @@
+// defines: StepLog, a replica's record of every step it committed: who contributed, which samples.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ch08 {
+
+// Note [The step log is the schedule]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// One line per committed step, written before the next step starts (a killed replica leaves its
+// last whole line):
+//   step 7 position 112 batch 8 contributors r0,r2 quorum 3
+// Contributor j took samples [position + j*batch, position + (j+1)*batch) of the stream, so the
+// lines are the run's membership schedule and its sample log at once: every replica that
+// committed step 7 wrote the same line, the samples of consecutive steps follow each other
+// without a gap or an overlap, and a single process that replays the lines must end with the
+// replicas' parameters (08_fault_tolerance --replay). Also written: "fault ... at <t>" by a
+// replica about to be killed, "recovered ..." with the times of a recovery, "final <fingerprint>".
+class StepLog {
+ public:
+  // Creates <folder>/steps.<replica_id>.txt; UsageError (exit 2) if the id already ran in this run.
+  StepLog(const std::string& folder, const std::string& replica_id);
+  ~StepLog();
+  void line(const std::string& text);
+
+ private:
+  int fd_ = -1;
+};
+
+struct StepRecord {
+  int64_t step = 0, position = 0, batch = 0, quorum = 0;
+  std::vector<std::string> contributors;
+};
+std::string format_step(const StepRecord& r);
+// Parses a "step ..." line; false if the line is another kind.
+bool parse_step(const std::string& line, StepRecord& r);
+
+}  // namespace ch08

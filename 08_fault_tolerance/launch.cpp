@@ -67,6 +67,19 @@ std::vector<torch::Tensor> load_params(const std::string& path) {
   return out;
 }
 
+// True once a replica has logged step `step` (the launcher's clock for --lighthouse-down).
+bool reached(const std::string& out, int64_t step) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(out, ec)) {
+    if (entry.path().filename().string().rfind("steps.", 0) != 0) continue;
+    for (const std::string& line : read_lines(entry.path().string())) {
+      StepRecord r;
+      if (parse_step(line, r) && r.step >= step) return true;
+    }
+  }
+  return false;
+}
+
 bool check(bool ok, const std::string& what) {
   ddp::log("check: " + what + ": " + (ok ? "OK" : "FAILED"));
   return ok;
@@ -144,7 +157,7 @@ bool check_run(const std::string& out, const ddp::toy::TrainConfig& cfg) {
     ok &= check(exact ? replayed == fp : diff <= ddp::toy::kTolerance,
                 "a single-process replay of the membership schedule: fingerprint " + replayed +
                     (exact ? ", bit-identical to the replicas' (at most 2 contributors a step)"
-                           : ", max |diff| " + std::to_string(diff) + " <= 1e-05 (" + std::to_string(most) +
+                           : ", max |diff| " + num(diff) + " <= 1e-05 (" + std::to_string(most) +
                                  " contributors a step: Gloo's ring adds in its own order)"));
   }
   for (const Fault& f : faults) {
@@ -211,6 +224,7 @@ int launch(const Options& o, int argc, char** argv) {
   std::vector<double> replace_at;
   const double t0 = ddp::monotonic_seconds(), limit = 60 + cfg.steps * 1.0 + 2 * o.quorum_deadline_s;
   bool lighthouse_killed = false, lighthouse_back = false;
+  double down_since = 0;
   auto running = [&] { return std::count_if(children.begin(), children.end(), [](const Child& c) { return c.running; }); };
   while (running() > 0 || !replace_at.empty()) {
     const double now = ddp::monotonic_seconds() - t0;
@@ -222,11 +236,12 @@ int launch(const Options& o, int argc, char** argv) {
       else ddp::log("the run did not end within " + ddp::seconds(limit) + ": every replica and the lighthouse stopped");
       return interrupted ? 130 : ddp::kExitFailure;
     }
-    if (o.lighthouse_down_s > 0 && !lighthouse_killed && now >= o.lighthouse_down_at_s) {
+    if (o.lighthouse_down_s > 0 && !lighthouse_killed && reached(out, static_cast<int64_t>(o.lighthouse_down_at_s))) {
+      down_since = now;
       kill(lighthouse, SIGKILL), waitpid(lighthouse, nullptr, 0), lighthouse_killed = true;
       ddp::log("killed the lighthouse (--lighthouse-down): back in " + ddp::seconds(o.lighthouse_down_s));
     }
-    if (lighthouse_killed && !lighthouse_back && now >= o.lighthouse_down_at_s + o.lighthouse_down_s) {
+    if (lighthouse_killed && !lighthouse_back && now >= down_since + o.lighthouse_down_s) {
       lighthouse = start(lighthouse_args), lighthouse_back = true;
       ddp::log("started the lighthouse again");
     }

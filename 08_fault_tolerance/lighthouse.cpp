@@ -27,6 +27,9 @@ c10::intrusive_ptr<c10d::TCPStore> connect_store(const std::string& host, int po
   o.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   return c10::make_intrusive<c10d::TCPStore>(host, o);
 }
+struct NoQuorum : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 void sleep_s(double s) { std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(s * 1e6))); }
 
 }  // namespace
@@ -71,9 +74,10 @@ std::string Lighthouse::tick(double now) {
     state_.asked[id] = {m, now}, pending_seq_[id] = seq, state_.heartbeats[id] = now;  // an ask is a heartbeat
   }
   Decision d = quorum_compute(now, state_, opts_);
-  if (!d.members) {
-    if (d.why == last_why_ || state_.asked.empty()) return "";
-    return last_why_ = d.why;
+  if (!d.members) {  // a reason to wait is said once it has held for half a second: most pass sooner
+    if (d.why != why_) why_ = d.why, why_since_ = now;
+    if (state_.asked.empty() || now - why_since_ < 0.5 || said_ == why_) return "";
+    return said_ = why_;
   }
   auto asked = state_.asked;
   const int64_t before = state_.quorum_id;
@@ -86,7 +90,7 @@ std::string Lighthouse::tick(double now) {
     asked.erase(m.replica_id);
   }
   for (auto& [id, ask] : asked) state_.asked[id] = {ask.first, now};  // not alive when issued: asks again
-  last_why_.clear();
+  why_.clear(), said_.clear();
   return q.id != before ? line : "";  // the same quorum again: nothing new to say
 }
 
@@ -149,15 +153,16 @@ Quorum LighthouseClient::ask(int64_t step, int64_t failures, double deadline_s) 
                std::to_string(seq_) + " " + std::to_string(step) + " " + std::to_string(failures) + " " + address_);
       while (!ask_store_->check({key})) {
         if (ddp::monotonic_seconds() - start > deadline_s)
-          throw std::runtime_error("no quorum formed within " + ddp::seconds(deadline_s) +
+          throw NoQuorum("no quorum formed within " + ddp::seconds(deadline_s) +
                                    " (--quorum-deadline): fewer replicas than --min-replicas are alive");
         sleep_s(0.002);
       }
       if (said) ddp::log("the lighthouse at " + host_ + ":" + std::to_string(port_) + " is back: a new quorum");
       return parse_quorum(get_text(*ask_store_, key));
-    } catch (const std::runtime_error& e) {
+    } catch (const NoQuorum&) {
+      throw;
+    } catch (const std::exception& e) {
       const std::string what = ddp::short_what(e);
-      if (what.rfind("no quorum formed", 0) == 0) throw;
       if (!said) {
         ddp::log("the lighthouse at " + host_ + ":" + std::to_string(port_) + " does not answer (" + what + "): waiting up to " +
                  ddp::seconds(deadline_s) + " for it to come back");

@@ -40,7 +40,8 @@ class Lighthouse {
   c10::intrusive_ptr<c10d::Store> store_;
   LighthouseOptions opts_;
   LighthouseState state_;
-  std::string epoch_, last_why_;
+  std::string epoch_, why_, said_;
+  double why_since_ = 0;
   int64_t joins_seen_ = 0;
   std::vector<std::string> ids_;
   std::map<std::string, int64_t> beats_, answered_seq_, pending_seq_;

@@ -51,7 +51,7 @@ void parse_options(int argc, char** argv, Options& o) {
   app.add_option("--replace-after", o.replace_after_s, "Start a new replica this many seconds after one is lost (default: never)")
       ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
   std::string down;
-  app.add_option("--lighthouse-down", down, "T:S: kill the lighthouse T seconds in, start it again S seconds later");
+  app.add_option("--lighthouse-down", down, "K:S: kill the lighthouse once a replica has committed step K, start it again S seconds later");
   ddp::parse_flags(app, argc, argv);
   if (!down.empty()) {
     const size_t colon = down.find(':');
@@ -59,7 +59,7 @@ void parse_options(int argc, char** argv, Options& o) {
       if (colon == std::string::npos) throw std::invalid_argument("no colon");
       o.lighthouse_down_at_s = std::stod(down.substr(0, colon)), o.lighthouse_down_s = std::stod(down.substr(colon + 1));
     } catch (const std::exception&) {
-      std::fprintf(stderr, "--lighthouse-down: '%s' is not T:S (two numbers of seconds)\n", down.c_str());
+      std::fprintf(stderr, "--lighthouse-down: '%s' is not K:S (a step, then seconds)\n", down.c_str());
       ddp::leave_now(ddp::kExitUsage);
     }
   }

@@ -29,8 +29,8 @@ struct Options {
   int replicas = 0;             // --replicas N: start a lighthouse and N replicas here
   std::vector<std::string> faults;  // --inject ID:WHERE@STEP
   double replace_after_s = -1;  // --replace-after S: start a new replica S seconds after one is lost
-  double lighthouse_down_s = 0; // --lighthouse-down T:S: kill the lighthouse at T s, start it again S s later
-  double lighthouse_down_at_s = 0;
+  double lighthouse_down_s = 0; // --lighthouse-down K:S: kill the lighthouse once step K is committed,
+  double lighthouse_down_at_s = 0;  // start it again S seconds later (K here)
 };
 
 // Parses argv into `o` (exit 2 on a bad flag, with why).

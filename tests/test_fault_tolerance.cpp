@@ -1,0 +1,136 @@
+// Chapter 08 as real processes: a lighthouse and replicas, killed and stopped on purpose. Each run
+// ends with the launcher's own checks (the step logs agree and their samples follow each other, every
+// replica that finished holds the same parameters, a single-process replay of the membership
+// schedule gives them); these tests hold what the runs print to what the faults must do.
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "proc.h"
+
+using namespace ddp_test;
+
+namespace {
+
+ProcResult chapter08(const std::vector<std::string>& args, double deadline_s = 90) {
+  return run_one({plus({"08_fault_tolerance"}, args)}, deadline_s);
+}
+
+// The checks every launcher run ends with: all three OK, none FAILED.
+void expect_checked(const ProcResult& r) {
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(count(r.output, "[launcher] check: "), 3) << r.output;
+  EXPECT_EQ(count(r.output, ": OK\n"), 3) << r.output;
+  EXPECT_EQ(count(r.output, "FAILED"), 0) << r.output;
+}
+
+std::string final_fingerprint(const std::string& output) {
+  std::smatch m;
+  const std::regex re("all with params fingerprint ([0-9a-f]{16})");
+  return std::regex_search(output, m, re) ? m[1].str() : "";
+}
+
+}  // namespace
+
+// Without a fault, 08's replicas compute chapter 03's step: the same data slices, the same Gloo
+// all-reduce (SUM) and division, SGD's update: the same bits at 2 and at 3 (Note [Zeros until
+// healed, and a vote]). And the replay is exact at 2 contributors.
+TEST(FaultTolerance, WithoutAFaultItIsChapter03BitForBit) {
+  const std::string dir = temp_dir();
+  for (int n : {2, 3}) {
+    ProcResult ours = chapter08({"--replicas", std::to_string(n), "--out", dir + "/n" + std::to_string(n)});
+    expect_checked(ours);
+    ProcResult theirs = run_one({{"02_spawn", "--nproc-per-node", std::to_string(n), "--", bin("03_manual_allreduce")}}, 60);
+    ASSERT_EQ(theirs.exit_code, 0) << theirs.output;
+    const std::set<std::string> fp = fingerprints(theirs.output);
+    ASSERT_EQ(fp.size(), 1u) << theirs.output;
+    EXPECT_EQ(final_fingerprint(ours.output), *fp.begin()) << ours.output;
+    if (n == 2) EXPECT_NE(ours.output.find("bit-identical to the replicas'"), std::string::npos) << ours.output;
+  }
+}
+
+// A replica SIGKILLed in forward, inside the all-reduce (after its first gradient), and between
+// the vote and the optimizer step: the survivors never restart (each replica prints "done" once),
+// the replacement heals from a survivor, and with momentum the healed optimizer state must be the
+// donor's, or the replicas' fingerprints would part after it.
+TEST(FaultTolerance, AReplicaKilledInForwardAllReduceOrAfterTheVoteIsTrainedThrough) {
+  const std::string dir = temp_dir();
+  for (const std::string where : {"forward", "allreduce", "vote"}) {
+    SCOPED_TRACE(where);
+    ProcResult r = chapter08({"--replicas", "3", "--contributors", "2", "--momentum", "0.9", "--inject", "r1:" + where + "@8",
+                              "--replace-after", "0.3", "--out", dir + "/" + where});
+    expect_checked(r);
+    EXPECT_EQ(count(r.output, "r1 was killed"), 1) << r.output;
+    EXPECT_EQ(count(r.output, "[replica r3] quorum"), 1) << r.output;
+    EXPECT_NE(r.output.find("healing from r"), std::string::npos) << r.output;
+    EXPECT_EQ(count(r.output, "] done: 20 steps"), 3) << r.output;  // r0, r2 and r3; r1 never restarted
+    EXPECT_NE(r.output.find("4 replicas ran, 1 lost, 0 failed"), std::string::npos) << r.output;
+    // Killed before its vote, the step fails everywhere and is retried; after it, it commits.
+    EXPECT_EQ(count(r.output, "step 8 failed"), where == "vote" ? 0 : 2) << r.output;
+    // 2 contributors a step throughout (spares keep the global batch): the replay is exact.
+    EXPECT_NE(r.output.find("bit-identical to the replicas'"), std::string::npos) << r.output;
+  }
+}
+
+// SIGSTOP: the process is alive and silent, so nothing fails at once: the survivors' all-reduce
+// waits for --timeout (the cost of Gloo having no abort), then the step fails and a quorum forms.
+TEST(FaultTolerance, AStoppedReplicaIsFoundAtTheTimeoutAndLeftBehind) {
+  ProcResult r = chapter08({"--replicas", "2", "--inject", "r1:stop@5", "--timeout", "1", "--out", temp_dir() + "/run"});
+  expect_checked(r);
+  EXPECT_NE(r.output.find("r1 stopped (SIGSTOP)"), std::string::npos) << r.output;
+  std::smatch m;
+  const std::regex breakdown("to the next committed step on r0: [0-9.e-]+s = detection ([0-9.e-]+)s");
+  ASSERT_TRUE(std::regex_search(r.output, m, breakdown)) << r.output;
+  EXPECT_GE(std::stod(m[1]), 0.9) << r.output;  // found by the timeout, not before
+  EXPECT_LT(std::stod(m[1]), 5) << r.output;
+  EXPECT_EQ(count(r.output, "] done: 20 steps"), 1) << r.output;
+}
+
+// The lighthouse killed mid-run: the replicas say so, wait, and go on when it is back; gone for
+// longer than --quorum-deadline, they exit 1 naming it. Nothing is left running either way
+// (run_one would time out on a process left holding the output).
+TEST(FaultTolerance, ALostLighthouseIsWaitedForThenGivenUpOnByName) {
+  const std::string dir = temp_dir();
+  ProcResult back = chapter08({"--replicas", "2", "--steps", "400", "--lighthouse-down", "5:1", "--out", dir + "/back"});
+  expect_checked(back);
+  EXPECT_EQ(count(back.output, "does not answer"), 2) << back.output;
+  EXPECT_EQ(count(back.output, "is back: a new quorum"), 2) << back.output;
+  ProcResult gone = chapter08({"--replicas", "2", "--steps", "400", "--lighthouse-down", "5:100", "--quorum-deadline", "2",
+                               "--out", dir + "/gone"});
+  EXPECT_EQ(gone.exit_code, 1) << gone.output;
+  EXPECT_EQ(count(gone.output, "did not come back within 2s (--quorum-deadline)"), 2) << gone.output;
+}
+
+// Bad input exits 2 with why: a lighthouse that does not answer, one of another run, an id that
+// already ran, flags that do not parse.
+TEST(FaultTolerance, BadInputExits2WithWhy) {
+  const std::string dir = temp_dir();
+  const std::string port = std::to_string(free_port());
+  auto replica = [&](std::vector<std::string> extra) {
+    return run_one({plus({"08_fault_tolerance", "--replica-id", "r0", "--quorum-deadline", "1", "--out", dir + "/run"}, extra)}, 30);
+  };
+  ProcResult none = replica({"--lighthouse", "127.0.0.1:" + port});
+  EXPECT_EQ(none.exit_code, 2) << none.output;
+  EXPECT_NE(none.output.find("no lighthouse answers at 127.0.0.1:" + port), std::string::npos) << none.output;
+  // A lighthouse of run 'a', a replica of run 'b'.
+  ProcSpec lighthouse{{"08_fault_tolerance", "--lighthouse-only", "--port", port, "--run", "a", "--serve-for", "8"}};
+  ProcSpec stranger{{"08_fault_tolerance", "--replica-id", "r9", "--run", "b", "--lighthouse", "127.0.0.1:" + port,
+                     "--out", dir + "/b"}};
+  stranger.start_delay_s = 1.5;
+  std::vector<ProcResult> both = run_all({lighthouse, stranger}, 30);
+  EXPECT_EQ(both[1].exit_code, 2) << both[1].output;
+  EXPECT_NE(both[1].output.find("serves run 'a', not 'b'"), std::string::npos) << both[1].output;
+  // The id r0 already ran in dir/run (the first attempt created its step log).
+  ProcResult again = replica({"--lighthouse", "127.0.0.1:" + port});
+  EXPECT_EQ(again.exit_code, 2) << again.output;
+  EXPECT_NE(again.output.find("already ran in this run"), std::string::npos) << again.output;
+  for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
+           {"--lighthouse", "nohost"}, {"--fault", "sideways@3", "--lighthouse", "127.0.0.1:1"}, {"--fault", "forward@x"}}) {
+    ProcResult r = run_one({plus({"08_fault_tolerance", "--replica-id", "rx", "--out", temp_dir()}, bad)}, 30);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+  }
+  ProcResult inject = chapter08({"--replicas", "2", "--inject", "r7:forward@1"});
+  EXPECT_EQ(inject.exit_code, 2) << inject.output;
+  EXPECT_NE(inject.output.find("ID one of r0..r1"), std::string::npos) << inject.output;
+}

@@ -164,10 +164,10 @@ bool check_run(const std::string& out, const ddp::toy::TrainConfig& cfg) {
     for (size_t k = 0; k < recoveries.size(); ++k) {
       const auto& [failed, t] = recoveries[k];
       if (failed < f.at) continue;
-      ddp::log("from the fault (" + f.id + ", " + f.what + ") to the next committed step on " + recovered_ids[k] + ": " +
-               ddp::seconds(t[3] - f.at) + " = detection " + ddp::seconds(failed - f.at) + " + quorum " +
-               ddp::seconds(t[0] - failed) + " + new group " + ddp::seconds(t[1] - t[0]) + " + healing " +
-               ddp::seconds(t[2] - t[1]) + " + the step " + ddp::seconds(t[3] - t[2]));
+      char line[160];
+      std::snprintf(line, sizeof(line), ": %.3fs = detection %.3fs + quorum %.3fs + new group %.3fs + healing %.3fs + the step %.3fs",
+                    t[3] - f.at, failed - f.at, t[0] - failed, t[1] - t[0], t[2] - t[1], t[3] - t[2]);
+      ddp::log("from the fault (" + f.id + ", " + f.what + ") to the next committed step on " + recovered_ids[k] + line);
       break;
     }
   }
@@ -186,6 +186,13 @@ int launch(const Options& o, int argc, char** argv) {
     std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::localtime(&now));
     run = o.run + "-" + stamp + "-" + std::to_string(::getpid());
     out = "runs/08_fault_tolerance/" + run;
+  }
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(out, ec)) {  // an earlier run's files: replaced, or refused
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("steps.", 0) != 0 && name.rfind("params.", 0) != 0) continue;
+    if (!o.reset) throw ddp::UsageError(out + " holds an earlier run's step logs (" + name + "): --reset replaces them, or give another --out");
+    std::filesystem::remove(entry.path());
   }
   std::map<std::string, std::string> injected;
   for (const std::string& inject : o.faults) {

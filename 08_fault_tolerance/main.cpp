@@ -143,10 +143,10 @@ int main(int argc, char** argv) {
       ++state.step;
       const double done = ddp::monotonic_seconds();
       if (failed_at >= 0) {
-        const std::string line = "recovered: step " + std::to_string(state.step - 1) + " committed " +
-                                 ddp::seconds(done - failed_at) + " after the failure (quorum " + ddp::seconds(quorum_at - failed_at) +
-                                 ", new group " + ddp::seconds(group_at - quorum_at) + ", healing " +
-                                 ddp::seconds(healed_at - group_at) + ", the step " + ddp::seconds(done - healed_at) + ")";
+        char line[200];
+        std::snprintf(line, sizeof(line), "recovered: step %lld committed %.3fs after the failure (quorum %.3fs, new group %.3fs, "
+                      "healing %.3fs, the step %.3fs)", static_cast<long long>(state.step - 1), done - failed_at, quorum_at - failed_at,
+                      group_at - quorum_at, healed_at - group_at, done - healed_at);
         ddp::log(line);
         steps.line("recovered " + std::to_string(quorum_at) + " " + std::to_string(group_at) + " " + std::to_string(healed_at) +
                    " " + std::to_string(done) + " step " + std::to_string(state.step - 1));

@@ -36,7 +36,7 @@ void parse_options(int argc, char** argv, Options& o) {
   app.add_flag("--lighthouse-only", o.serve, "Be the lighthouse, on --port, until a signal (or --serve-for)");
   app.add_option("--port", o.port, "The lighthouse's port")->check(CLI::Range(1, 65535));
   app.add_option("--min-replicas", o.quorum.min_replicas, "The smallest quorum")->check(CLI::PositiveNumber);
-  app.add_option("--expect", o.quorum.first, "The first quorum waits for this many replicas (or the join timeout); --replicas sets it")
+  app.add_option("--expect", o.quorum.first, "The first quorum waits for this many replicas; --replicas sets it")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--join-timeout", o.quorum.join_timeout_s, "Seconds a quorum waits for alive replicas that have not asked")
       ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
@@ -47,6 +47,7 @@ void parse_options(int argc, char** argv, Options& o) {
   // the launcher
   app.add_option("--replicas", o.replicas, "Start a lighthouse and N replicas on this machine, watch them, check the run")
       ->check(CLI::Range(1, 16));
+  app.add_flag("--reset", o.reset, "Remove an earlier run's step logs and parameters from --out first");
   app.add_option("--inject", o.faults, "ID:WHERE@STEP, e.g. r1:allreduce@8: that replica's --fault (repeatable)");
   app.add_option("--replace-after", o.replace_after_s, "Start a new replica this many seconds after one is lost (default: never)")
       ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
@@ -102,7 +103,7 @@ Fault parse_fault(const std::string& text, const std::string& flag) {
 void Fault::at(const std::string& point, int64_t step_now) const {
   if (step_now != step || (point != where && !(where == "stop" && point == "forward"))) return;
   ddp::log("fault: " + std::string(where == "stop" ? "SIGSTOP" : "SIGKILL") + " to myself in " + point + " of step " +
-           std::to_string(step_now) + " (--fault) at t=" + std::to_string(ddp::monotonic_seconds()));
+           std::to_string(step_now) + " (--fault)");
   if (log) log->line("fault " + where + " step " + std::to_string(step_now) + " at " + std::to_string(ddp::monotonic_seconds()));
   raise(where == "stop" ? SIGSTOP : SIGKILL);
 }

@@ -16,6 +16,7 @@ struct Options {
   std::string run = "08";       // --run: the lighthouse serves one run
   std::string out;              // --out: the run's folder (default runs/08_fault_tolerance/<run>)
   bool out_given = false;
+  bool reset = false;           // --reset: the launcher removes an earlier run's step logs from --out
   int contributors = 0;         // --contributors K: at most K members contribute (0: all)
   double timeout_s = 2;         // --timeout: how long a collective waits for a silent peer
   double quorum_deadline_s = 30;  // --quorum-deadline

@@ -25,8 +25,8 @@ Decision quorum_compute(double now, const LighthouseState& s, const LighthouseOp
   const bool at_max = std::any_of(candidates.begin(), candidates.end(), [&](const Member& c) { return c.step >= s.max_step; });
   if (!at_max && n > 0)
     return {std::nullopt, "waiting: no candidate is at step " + std::to_string(s.max_step) + " to heal the others from " + counts};
-  if (!s.previous && n < static_cast<size_t>(o.first) && now - first_asked < o.join_timeout_s)
-    return {std::nullopt, "waiting for the first " + std::to_string(o.first) + " replicas until the join timeout " + counts};
+  if (!s.previous && n < static_cast<size_t>(o.first))
+    return {std::nullopt, "waiting for the first " + std::to_string(o.first) + " replicas " + counts};
   if (s.previous) {
     bool all_back = true;
     for (const Member& m : s.previous->members) {

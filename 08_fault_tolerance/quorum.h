@@ -20,8 +20,7 @@ namespace ch08 {
 //    candidates included;
 //  - otherwise wait until at least min_replicas are candidates, more than half of the alive ones
 //    are, and either all the alive ones are or join_timeout has passed since the first asked.
-// Two rules of ours. The first quorum waits for `first` replicas (or the join timeout after the
-// first ask): replicas start at different times, and a quorum of whoever asked first would
+// Two rules of ours. The first quorum waits for `first` replicas (the launcher's N): replicas start at different times, and a quorum of whoever asked first would
 // train ahead of the others, which would then have to heal before they ever trained.
 // And the members at the highest step the members at the highest step the lighthouse has issued must be among the
 // candidates, or it waits: a quorum of replicas that are all behind would have nobody to heal
@@ -43,8 +42,8 @@ struct Quorum {
 
 struct LighthouseOptions {
   int min_replicas = 1;
-  int first = 0;  // the first quorum waits for this many (or the join timeout): all start together
-  double join_timeout_s = 1.0;
+  int first = 0;  // the first quorum waits for this many: all start together
+  double join_timeout_s = 2.0;  // longer than the heartbeat's: a lost member is dropped first
   double heartbeat_timeout_s = 1.0;
 };
 

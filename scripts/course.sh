@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the course (01-07), each chapter at world size 2, from a build folder (scripts/run.sh
+# Runs the course (01-08), each chapter at world size 2, from a build folder (scripts/run.sh
 # sets up and builds build-cpu/, running each chapter as soon as it is built; a GPU host with its
 # own build runs this directly).
 # Usage: scripts/course.sh [build folder]   (default: build-cpu)
@@ -10,7 +10,7 @@
 # chapters that pages ask a learner to run (scripts/run.sh builds them after the chapters).
 set -euo pipefail
 course_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-course_chapters=(01_join_group 02_spawn 03_manual_allreduce 04_grad_hooks 05_ddp 06_slurm 07_fsdp)
+course_chapters=(01_join_group 02_spawn 03_manual_allreduce 04_grad_hooks 05_ddp 06_slurm 07_fsdp 08_fault_tolerance)
 course_tools=(trace_merge ddp_sim allreduce_bench)
 # The kernels the pages' figures were made with, so that the course prints what its pages show.
 source "$course_root/scripts/kernels.sh"
@@ -68,6 +68,13 @@ chapter_07_fsdp() {
   echo
   echo "== 07_fsdp: the same trainer with each rank keeping half of the model (FSDP), 300 steps (outputs in runs/07_fsdp)"
   "$bin/07_fsdp" --nproc-per-node 2 --max-steps 300 --log-every 100 --reset --out "$course_root/runs/07_fsdp"
+}
+
+chapter_08_fault_tolerance() {
+  local bin=$1
+  echo
+  echo "== 08_fault_tolerance: three replicas, one killed in its all-reduce and replaced; the others never stop"
+  "$bin/08_fault_tolerance" --replicas 3 --inject r1:allreduce@8 --replace-after 0.3
 }
 
 course_done() {

@@ -218,6 +218,7 @@ int launch(const Options& o, int argc, char** argv) {
                                cfg.optimizer, "--momentum", num(cfg.momentum), "--contributors", std::to_string(o.contributors),
                                "--timeout", num(o.timeout_s), "--quorum-deadline", num(o.quorum_deadline_s)};
     if (injected.count(id)) a.push_back("--fault"), a.push_back(injected[id]);
+    if (id == "r0" && !o.train.save_init.empty()) a.push_back("--save-init"), a.push_back(o.train.save_init);
     return a;
   };
   ddp::log("run '" + run + "': a lighthouse on 127.0.0.1:" + std::to_string(port) + " and " + std::to_string(o.replicas) +

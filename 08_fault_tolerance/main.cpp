@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
     auto model = ddp::toy::make_model(cfg.seed);
     std::vector<torch::Tensor> params = model->parameters();
     auto optimizer = ddp::toy::make_optimizer(params, cfg);
+    if (!o.train.save_init.empty()) ddp::toy::save_params(params, o.train.save_init);
     ch08::ReplicaState state{params, optimizer.get(), 0, 0};
     ch08::StepLog steps(o.out, o.replica_id);
     fault.log = &steps;

@@ -6,7 +6,8 @@
 #          from dataset-fashion-mnist)
 #   cuda : the above, plus a project-local virtualenv (.venv) with PyPI torch==2.11.0 (CUDA 13.0,
 #          NCCL 2.28.9), whose LibTorch CMake finds via torch.utils.cmake_prefix_path, and
-#          tensorboard, whose reader checks the trainer's event files; it needs the CUDA 13.0
+#          tensorboard, whose reader checks the trainer's event files, and torchft 0.2.0, which
+#          chapter 08 is held against; it needs the CUDA 13.0
 #          toolkit in $DDP_CUDA_HOME (default /usr/local/cuda)
 # Usage: scripts/setup.sh [cpu] [cuda] [all]   (default: $DDP_FLAVOURS, else every flavour this
 #        machine can build, saying which it skipped; one named that cannot be built: exit 2)
@@ -17,6 +18,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${DDP_VENV:-$root/.venv}
 torch_pip_version=2.11.0
+torchft_version=0.2.0
 
 source "$root/scripts/progress.sh"
 source "$root/scripts/flavours.sh"
@@ -121,6 +123,14 @@ if [[ " $flavours " == *" cuda "* ]]; then
       's/^(Collecting [^ ]+).*/\1/p; s/^(Installing collected packages).*/\1/p; s/^(Successfully installed).*/\1/p' \
       "$venv/bin/pip" install --disable-pip-version-check --progress-bar off "torch==$torch_pip_version" ||
       die "installing torch into the virtualenv failed: see $log"
+  fi
+  # torchft, PyTorch's fault-tolerance library, which chapter 08 is held against (it needs this
+  # torch, >= 2.7, and OpenTelemetry's packages beside it): after torch, which it would pull in.
+  # (Looked for as a folder: importing it would import torch, a second of CPU on every call.)
+  if [ "$torch_later" != later ] && ! compgen -G "$venv/lib/python3*/site-packages/torchft/__init__.py" > /dev/null; then
+    run_step "[setup]" "adding torchft==$torchft_version to $venv" "$log" 's/^(Collecting [^ ]+).*/\1/p' \
+      "$venv/bin/pip" install --disable-pip-version-check --progress-bar off "torchft==$torchft_version" \
+      opentelemetry-api opentelemetry-sdk opentelemetry-exporter-otlp || die "installing torchft failed: see $log"
   fi
 fi
 if [ "$torch_later" = later ] && [[ " $flavours " == *" cuda "* ]]; then

@@ -134,3 +134,36 @@ TEST(FaultTolerance, BadInputExits2WithWhy) {
   EXPECT_EQ(inject.exit_code, 2) << inject.output;
   EXPECT_NE(inject.output.find("ID one of r0..r1"), std::string::npos) << inject.output;
 }
+
+// torchft itself (0.2.0, in the cuda flavour's virtualenv, which scripts/setup.sh cuda makes): its
+// lighthouse, Manager, DDP and Optimizer on the same task from the same initial parameters, with
+// the data position kept as 08 keeps it (tests/torchft_reference.py). Two replicas, momentum 0.9:
+// without a fault, and with replica 1 gone at step 8 (torchft's replica exits before it asks for
+// step 8's quorum; 08's dies in that step's forward, so 08's survivors fail the step and compute it
+// again alone: the same arithmetic). Both sum, then divide by the participants; at 2 the sum is
+// a+b in any order, so the bits must agree.
+TEST(FaultTolerance, TorchftComputesTheSameBitsWithAndWithoutALostReplica) {
+#ifndef DDP_REFERENCE_PYTHON
+  GTEST_SKIP() << "no Python with PyTorch configured (DDP_REFERENCE_PYTHON): scripts/build.sh sets it";
+#else
+  ProcResult has = run_one({{DDP_REFERENCE_PYTHON, "-c", "import torch, sys; sys.exit(int(torch.__version__.split('.')[0]) < 2)"}}, 60);
+  if (has.exit_code != 0) GTEST_SKIP() << "the reference Python's PyTorch is 1.x: torchft needs 2.7 or later (the cuda flavour has it)";
+  ProcResult ft = run_one({{DDP_REFERENCE_PYTHON, "-c", "import torchft"}}, 60);
+  ASSERT_EQ(ft.exit_code, 0) << "torchft is not installed beside the reference PyTorch (scripts/setup.sh cuda installs it): " << ft.output;
+  const std::string dir = temp_dir();
+  for (const std::string kill : {"-1", "8"}) {
+    SCOPED_TRACE("kill at " + kill);
+    const std::string run = dir + "/kill" + kill;
+    std::vector<std::string> args{"--replicas", "2", "--momentum", "0.9", "--save-init", run + ".init.pt", "--out", run};
+    if (kill != "-1") args.insert(args.end(), {"--inject", "r1:forward@" + kill});
+    ProcResult ours = chapter08(args);
+    expect_checked(ours);
+    ProcResult theirs = run_one({{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/torchft_reference.py", "--init",
+                                  run + ".init.pt", "--compare", run + "/params.r0.pt", "--momentum", "0.9", "--kill-at", kill,
+                                  "--heartbeat-timeout-ms", "1000", "--tolerance", "0"}},
+                                120);
+    EXPECT_EQ(theirs.exit_code, 0) << theirs.output;
+    EXPECT_NE(theirs.output.find("bit-identical: yes"), std::string::npos) << theirs.output;
+  }
+#endif
+}

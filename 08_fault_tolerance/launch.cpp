@@ -216,7 +216,8 @@ int launch(const Options& o, int argc, char** argv) {
                                "--run", run, "--out", out, "--steps", std::to_string(cfg.steps), "--lr", num(cfg.lr),
                                "--batch", std::to_string(cfg.batch), "--seed", std::to_string(cfg.seed), "--optimizer",
                                cfg.optimizer, "--momentum", num(cfg.momentum), "--contributors", std::to_string(o.contributors),
-                               "--timeout", num(o.timeout_s), "--quorum-deadline", num(o.quorum_deadline_s)};
+                               "--timeout", num(o.timeout_s), "--quorum-deadline", num(o.quorum_deadline_s), "--step-ms",
+                               num(o.step_ms)};
     if (injected.count(id)) a.push_back("--fault"), a.push_back(injected[id]);
     if (id == "r0" && !o.train.save_init.empty()) a.push_back("--save-init"), a.push_back(o.train.save_init);
     return a;

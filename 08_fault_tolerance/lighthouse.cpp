@@ -1,7 +1,18 @@
 // provides: the lighthouse's tick over its store, and the replica's client (join, heartbeat, ask).
 #include "08_fault_tolerance/lighthouse.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <algorithm>
+#include <cstring>
 #include <sstream>
 
 #include "common/basics/errors.h"
@@ -51,19 +62,56 @@ c10::intrusive_ptr<c10d::TCPStore> host_lighthouse_store(const std::string& host
 Lighthouse::Lighthouse(c10::intrusive_ptr<c10d::Store> store, std::string run, LighthouseOptions opts)
     : store_(std::move(store)), opts_(opts) {
   epoch_ = std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
+  // The heartbeat listener, on a port the system picks, published in the store.
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof(addr);
+  if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(listen_fd_, 64) != 0 ||
+      ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    throw std::runtime_error(std::string("the lighthouse's heartbeat listener: ") + std::strerror(errno));
   set_text(*store_, "run", run);
   set_text(*store_, "epoch", epoch_);
+  set_text(*store_, "beat_port", std::to_string(ntohs(addr.sin_port)));
   store_->add("joins", 0);
+}
+
+Lighthouse::~Lighthouse() {
+  for (const auto& [fd, beat] : beats_) ::close(fd);
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+}
+
+void Lighthouse::read_heartbeats(double now) {
+  for (int fd; (fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;) beats_[fd] = Beat{};
+  for (auto it = beats_.begin(); it != beats_.end();) {
+    Beat& b = it->second;
+    char bytes[256];
+    ssize_t got = 0;
+    bool moved = false, ended = false;
+    while ((got = ::recv(it->first, bytes, sizeof(bytes), 0)) > 0) moved = true, b.buffer.append(bytes, static_cast<size_t>(got));
+    ended = got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+    if (b.id.empty() && b.buffer.find('\n') != std::string::npos) {
+      b.id = b.buffer.substr(0, b.buffer.find('\n'));
+      closed_.erase(b.id);
+    }
+    if (!b.id.empty() && moved) state_.heartbeats[b.id] = now;
+    if (!ended) {
+      ++it;
+      continue;
+    }
+    if (!b.id.empty()) closed_.insert(b.id), state_.heartbeats[b.id] = now - 1e9;  // lost at once: no timeout to wait
+    ::close(it->first);
+    it = beats_.erase(it);
+  }
 }
 
 std::string Lighthouse::tick(double now) {
   for (const int64_t n = store_->add("joins", 0); joins_seen_ < n;) {
     const std::string id = get_text(*store_, "join/" + std::to_string(++joins_seen_));
-    if (!beats_.count(id)) ids_.push_back(id), beats_[id] = -1;
+    if (std::find(ids_.begin(), ids_.end(), id) == ids_.end()) ids_.push_back(id);
   }
   for (const std::string& id : ids_) {
-    const int64_t b = store_->add("beat/" + id, 0);
-    if (b != beats_[id]) beats_[id] = b, state_.heartbeats[id] = now;
     if (!store_->check({"ask/" + id})) continue;
     std::istringstream ask(get_text(*store_, "ask/" + id));
     int64_t seq = 0;
@@ -71,8 +119,10 @@ std::string Lighthouse::tick(double now) {
     m.replica_id = id;
     ask >> seq >> m.step >> m.commit_failures >> m.address;
     if (seq <= answered_seq_[id] || state_.asked.count(id)) continue;
-    state_.asked[id] = {m, now}, pending_seq_[id] = seq, state_.heartbeats[id] = now;  // an ask is a heartbeat
+    state_.asked[id] = {m, now}, pending_seq_[id] = seq;
+    if (!closed_.count(id)) state_.heartbeats[id] = now;  // an ask is a heartbeat, but not from the dead
   }
+  read_heartbeats(now);  // after the asks: a connection that closed wins over its last ask
   Decision d = quorum_compute(now, state_, opts_);
   if (!d.members) {  // a reason to wait is said once it has held for half a second: most pass sooner
     if (d.why != why_) why_ = d.why, why_since_ = now;
@@ -116,31 +166,47 @@ LighthouseClient::~LighthouseClient() {
 }
 
 void LighthouseClient::connect() {
-  auto ask = connect_store(host_, port_, connect_timeout_s_), beat = connect_store(host_, port_, connect_timeout_s_);
+  auto ask = connect_store(host_, port_, connect_timeout_s_);
   const std::string run = get_text(*ask, "run");
   if (run != run_)
     throw ddp::UsageError("the lighthouse at " + host_ + ":" + std::to_string(port_) + " serves run '" + run + "', not '" + run_ +
                           "': a replica joins only its own run (--run)");
   const std::string epoch = get_text(*ask, "epoch");
+  const int beat_port = std::stoi(get_text(*ask, "beat_port"));
   set_text(*ask, "join/" + std::to_string(ask->add("joins", 1)), id_);
   std::lock_guard<std::mutex> lock(mu_);
-  ask_store_ = ask, beat_store_ = beat, epoch_ = epoch;
+  ask_store_ = ask, beat_port_ = beat_port, epoch_ = epoch;
 }
 
 void LighthouseClient::beat_loop() {
+  int fd = -1, port = 0;
   while (!stop_) {
-    c10::intrusive_ptr<c10d::Store> store;
+    int want;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      store = beat_store_;
+      want = beat_port_;
     }
-    try {
-      store->add("beat/" + id_, 1);
-    } catch (const std::exception&) {
-      down_ = true;  // ask() says so and connects again
+    if (fd >= 0 && want != port) ::close(fd), fd = -1;  // a lighthouse started again: its new listener
+    if (fd < 0) {
+      addrinfo hints{}, *found = nullptr;
+      hints.ai_family = AF_INET, hints.ai_socktype = SOCK_STREAM;
+      if (::getaddrinfo(host_.c_str(), std::to_string(want).c_str(), &hints, &found) == 0) {
+        fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
+          const std::string hello = id_ + "\n";
+          if (::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size())) ::close(fd), fd = -1;
+          port = want;
+        } else if (fd >= 0) {
+          ::close(fd), fd = -1;
+        }
+        ::freeaddrinfo(found);
+      }
     }
+    if (fd >= 0 && ::send(fd, ".", 1, MSG_NOSIGNAL) != 1) ::close(fd), fd = -1;  // reconnects next time
+    down_ = fd < 0;
     sleep_s(0.1);
   }
+  if (fd >= 0) ::close(fd);
 }
 
 Quorum LighthouseClient::ask(int64_t step, int64_t failures, double deadline_s) {
@@ -151,7 +217,11 @@ Quorum LighthouseClient::ask(int64_t step, int64_t failures, double deadline_s) 
       const std::string key = "answer/" + id_ + "/" + std::to_string(++seq_);
       set_text(*ask_store_, "ask/" + id_,
                std::to_string(seq_) + " " + std::to_string(step) + " " + std::to_string(failures) + " " + address_);
-      while (!ask_store_->check({key})) {
+      for (int polls = 0; !ask_store_->check({key}); ++polls) {
+        if (polls % 25 == 0 && ask_store_->check({"ended"})) {
+          const int64_t ended = std::stoll(get_text(*ask_store_, "ended"));
+          if (ended > step) throw RunEnded(ended);
+        }
         if (ddp::monotonic_seconds() - start > deadline_s)
           throw NoQuorum("no quorum formed within " + ddp::seconds(deadline_s) +
                                    " (--quorum-deadline): fewer replicas than --min-replicas are alive");
@@ -160,6 +230,8 @@ Quorum LighthouseClient::ask(int64_t step, int64_t failures, double deadline_s) 
       if (said) ddp::log("the lighthouse at " + host_ + ":" + std::to_string(port_) + " is back: a new quorum");
       return parse_quorum(get_text(*ask_store_, key));
     } catch (const NoQuorum&) {
+      throw;
+    } catch (const RunEnded&) {
       throw;
     } catch (const std::exception& e) {
       const std::string what = ddp::short_what(e);
@@ -179,6 +251,13 @@ Quorum LighthouseClient::ask(int64_t step, int64_t failures, double deadline_s) 
       throw;
     } catch (const std::exception&) {
     }
+  }
+}
+
+void LighthouseClient::finished(int64_t step) {
+  try {
+    set_text(*ask_store_, "ended", std::to_string(step));
+  } catch (const std::exception&) {  // a lighthouse gone: nobody left to tell
   }
 }
 

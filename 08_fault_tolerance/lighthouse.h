@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <map>
+#include <set>
 #include <mutex>
 #include <thread>
 
@@ -20,14 +21,20 @@ namespace ch08 {
 //   run              the run's name; a replica of another run is refused (exit 2)
 //   epoch            when this lighthouse started: a lighthouse started again is a new epoch
 //   joins, join/<n>  replica n's id, in the order they joined
-//   beat/<id>        a counter its heartbeat thread adds 1 to every 100 ms; the lighthouse notes,
-//                    on its own clock, when it last moved (no clocks are compared across hosts)
+//   beat_port        the port of the lighthouse's heartbeat listener. Each replica holds one
+//                    connection to it, says its id, then writes a byte every 100 ms; the
+//                    lighthouse notes, on its own clock, when bytes last came (no clocks are
+//                    compared across hosts)
 //   ask/<id>         "seq step failures address": the replica's question for its next step
 //   answer/<id>/<seq> the quorum, as serialize() writes it, for everyone who asked
+//   ended            the last step, once a replica has committed it: a late replacement stops
 //   group/<epoch>/<quorum id>/...  the keys of that quorum's Gloo group: every quorum meets on a
 //                    fresh prefix, so no key of a broken group is read by the next one
-// A replica that asked waits for its answer key. When a SIGSTOPped replica's heartbeat stops, the
-// lighthouse drops it after the heartbeat timeout; a SIGKILLed one stops beating at once.
+// A replica that asked waits for its answer key.
+// Two ways to be lost. Silence: a stopped process (SIGSTOP), a machine gone, writes nothing, and
+// its connection looks open; it is lost once the heartbeat timeout passes (torchft's only way).
+// A closed connection: a process that dies, even by SIGKILL, has its sockets closed by its kernel,
+// and the lighthouse reads the end at once; it is lost from that tick on, no timeout waited.
 class Lighthouse {
  public:
   Lighthouse(c10::intrusive_ptr<c10d::Store> store, std::string run, LighthouseOptions opts);
@@ -44,7 +51,24 @@ class Lighthouse {
   double why_since_ = 0;
   int64_t joins_seen_ = 0;
   std::vector<std::string> ids_;
-  std::map<std::string, int64_t> beats_, answered_seq_, pending_seq_;
+  std::map<std::string, int64_t> answered_seq_, pending_seq_;
+  struct Beat {
+    std::string id, buffer;  // the id, once its line has come
+  };
+  int listen_fd_ = -1;
+  std::map<int, Beat> beats_;  // by socket
+  std::set<std::string> closed_;  // ids whose connection closed: lost until they connect again
+  void read_heartbeats(double now);
+
+ public:
+  ~Lighthouse();
+};
+
+// Thrown by ask() when the run has ended (a replica committed its last step) at a step beyond
+// the asker's: a replacement that came too late has nothing left to join.
+struct RunEnded : std::runtime_error {
+  RunEnded(int64_t at) : std::runtime_error("the run ended"), step(at) {}
+  int64_t step;
 };
 
 // A replica's side: joins, heartbeats from a thread of its own (over its own connection, so a
@@ -58,6 +82,8 @@ class LighthouseClient {
   // Asks for the quorum of the next step. If the lighthouse does not answer, says so, waits and
   // connects again (a lighthouse started again), for up to `deadline_s`; then throws.
   Quorum ask(int64_t step, int64_t failures, double deadline_s);
+  // Says the run has ended at `step` (the replica that committed the last step).
+  void finished(int64_t step);
   // The store the quorum's group meets on, and its prefix there.
   c10::intrusive_ptr<c10d::Store> group_store(const Quorum& q);
 
@@ -67,8 +93,9 @@ class LighthouseClient {
   std::string host_, run_, id_, address_;
   int port_;
   double connect_timeout_s_;
-  std::mutex mu_;  // guards ask_store_/epoch_ against the heartbeat thread's reconnects
-  c10::intrusive_ptr<c10d::Store> ask_store_, beat_store_;
+  std::mutex mu_;  // guards ask_store_/beat_port_ against the heartbeat thread
+  c10::intrusive_ptr<c10d::Store> ask_store_;
+  int beat_port_ = 0;
   std::string epoch_;
   int64_t seq_ = 0;
   std::atomic<bool> stop_{false}, down_{false};

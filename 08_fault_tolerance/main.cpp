@@ -26,6 +26,8 @@
 //   [launcher] check: the step logs agree, and their samples follow each other without a gap or an overlap: OK
 //   [launcher] check: a single-process replay of the membership schedule: fingerprint ... equals the replicas': OK
 
+#include <thread>
+
 #include "08_fault_tolerance/heal.h"
 #include "08_fault_tolerance/launch.h"
 #include "08_fault_tolerance/lighthouse.h"
@@ -70,7 +72,13 @@ int main(int argc, char** argv) {
     double failed_at = -1;  // when the last step failed: the start of a recovery
     while (state.step < cfg.steps) {
       // 2. Ask who trains this step, telling our step and whether our last one failed.
-      const ch08::Quorum q = lighthouse.ask(state.step, failures, o.quorum_deadline_s);
+      ch08::Quorum q;
+      try {
+        q = lighthouse.ask(state.step, failures, o.quorum_deadline_s);
+      } catch (const ch08::RunEnded& e) {  // came too late: the others have finished
+        ddp::log("the run ended at step " + std::to_string(e.step) + " before this replica could join: nothing to do");
+        return ddp::kExitOk;
+      }
       const double quorum_at = ddp::monotonic_seconds();
       const ch08::Assignment a = ch08::assignment(q, o.replica_id);
       failures = 0;
@@ -120,6 +128,7 @@ int main(int argc, char** argv) {
       const int64_t j = me - contributors.begin();
       const bool contributes = me != contributors.end() && !a.heal;
       fault.at("forward", state.step);
+      if (o.step_ms > 0) std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(o.step_ms * 1000)));
       auto [x, y] = ddp::toy::batch(static_cast<int>(state.position / cfg.batch + (contributes ? j : 0)), 0, cfg.batch, 1);
       torch::Tensor loss = torch::mse_loss(model->forward(x), y);
       std::vector<torch::Tensor> grads = torch::autograd::grad({loss}, params);
@@ -158,6 +167,7 @@ int main(int argc, char** argv) {
                  std::to_string(n) + " contributor(s), samples from " + std::to_string(state.position - n * cfg.batch));
     }
     // 7. The parameters' fingerprint, for the launcher to compare with every replica's and the replay's.
+    lighthouse.finished(state.step);
     const std::string fp = ddp::toy::fingerprint(params);
     ddp::toy::save_params(params, o.out + "/params." + o.replica_id + ".pt");
     steps.line("final " + fp);

@@ -31,6 +31,9 @@ void parse_options(int argc, char** argv, Options& o) {
       ->check(ddp::finite_number())->check(CLI::PositiveNumber);
   app.add_option("--quorum-deadline", o.quorum_deadline_s, "Seconds a replica waits for a quorum (or for a lost lighthouse) before it exits 1")
       ->check(ddp::finite_number())->check(CLI::PositiveNumber);
+  app.add_option("--step-ms", o.step_ms, "Milliseconds of compute added to each step, as a bigger model would take "
+                                         "(so that a replacement started late still finds the run going)")
+      ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
   app.add_option("--fault", o.fault, "WHERE@STEP: SIGKILL this replica in forward, allreduce or vote of that step, or SIGSTOP it (stop)");
   // the lighthouse
   app.add_flag("--lighthouse-only", o.serve, "Be the lighthouse, on --port, until a signal (or --serve-for)");

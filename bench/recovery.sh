@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# How long a lost replica costs, on this machine, three ways (docs/recovery.md):
+#   chapter 08: from the kill to the survivor's next committed step, and what it is made of
+#     (detection, quorum, new group, healing, the step), for a SIGKILL inside the all-reduce and
+#     for a SIGSTOP (nothing closes: found at --timeout, 2 s);
+#   torchft 0.2.0 itself on the same task (tests/torchft_reference.py), replica 1 gone at step 8,
+#     with its default heartbeat timeout (5000 ms) and with ours (1000 ms); only where the cuda
+#     flavour's virtualenv has torchft, else left out, saying so;
+#   chapter 05's restart: 05_ddp with --max-restarts 1 and a checkpoint every step (nothing to
+#     redo), rank 1 killed at step 8, against the same run without the kill: the difference is
+#     what the restart cost (a start, the resume).
+# Each measured --repeats times (default 3); the result file holds every run and the median.
+# Usage: bench/recovery.sh [--repeats N] [output folder, default runs/recovery]
+# Writes results/recovery.json (scripts/results.sh: DDP_RECORD_RESULTS=1 for the course's own).
+set -euo pipefail
+export DDP_GPU_COUNT=0
+root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/scripts/stop.sh"  # Ctrl-C: this script and every run it started stop (Note [Stop means stop])
+source "$root/scripts/kernels.sh"
+repeats=3
+if [ "${1:-}" = --repeats ]; then repeats=$2; shift 2; fi
+[[ $repeats =~ ^[1-9][0-9]*$ ]] || { echo "--repeats: a whole number from 1, not '$repeats'" >&2; exit 2; }
+out=${1:-runs/recovery}
+if [ -n "${DDP_BUILD_DIR:-}" ]; then
+  bin=$DDP_BUILD_DIR
+else
+  "$root/scripts/build.sh" cpu 05_ddp 08_fault_tolerance > /dev/null
+  bin=$root/build-cpu
+fi
+rm -rf "$out" && mkdir -p "$out"
+out=$(cd "$out" && pwd)
+source "$root/scripts/results.sh"
+
+# "from the fault ... : T s = detection D s + quorum Q s + new group G s + healing H s + the step S s" -> JSON
+breakdown() {
+  sed -n 's/.*to the next committed step on [^:]*: \([0-9.]*\)s = detection \([0-9.]*\)s + quorum \([0-9.]*\)s + new group \([0-9.]*\)s + healing \([0-9.]*\)s + the step \([0-9.]*\)s.*/{"total_s": \1, "detection_s": \2, "quorum_s": \3, "group_s": \4, "healing_s": \5, "step_s": \6}/p' "$1" | head -n 1
+}
+since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }'; }  # seconds since a date +%s.%N
+runs_kill="" runs_stop="" runs_tf5="" runs_tf1="" runs_restart=""
+venv_python=$root/.venv/bin/python
+have_torchft=$([ -x "$venv_python" ] && "$venv_python" -c "import torchft" 2>/dev/null && echo yes || echo no)
+for k in $(seq 1 "$repeats"); do
+  echo "== round $k of $repeats"
+  "$bin/08_fault_tolerance" --replicas 2 --inject r1:allreduce@8 --steps 40 --save-init "$out/init$k.pt" --out "$out/kill$k" > "$out/kill$k.log" 2>&1
+  runs_kill+="${runs_kill:+, }$(breakdown "$out/kill$k.log")"
+  "$bin/08_fault_tolerance" --replicas 2 --inject r1:stop@8 --steps 40 --timeout 2 --out "$out/stop$k" > "$out/stop$k.log" 2>&1
+  runs_stop+="${runs_stop:+, }$(breakdown "$out/stop$k.log")"
+  if [ "$have_torchft" = yes ]; then
+    # The same fault for torchft: replica 1 gone at step 8 (08's kill run's parameters to compare with).
+    for hb in 5000 1000; do
+      "$venv_python" "$root/tests/torchft_reference.py" --init "$out/init$k.pt" --compare "$out/kill$k/params.r0.pt" --steps 40 \
+        --kill-at 8 --heartbeat-timeout-ms $hb --tolerance 1 > "$out/torchft$hb-$k.log" 2>&1
+      t=$(sed -n 's/^torchft: from the kill to replica 0.s step 8 committed: \([0-9.]*\)s.*/\1/p' "$out/torchft$hb-$k.log")
+      [ "$hb" = 5000 ] && runs_tf5+="${runs_tf5:+, }$t" || runs_tf1+="${runs_tf1:+, }$t"
+    done
+  fi
+  # 05: the same short run, with and without rank 1 killed at step 8 and restarted.
+  common=(--nproc-per-node 2 --synthetic --train-samples 2048 --global-batch 64 --max-steps 40 --ckpt-every 1 --log-every 100)
+  s=$(date +%s.%N); "$bin/05_ddp" "${common[@]}" --out "$out/plain$k" --reset > "$out/plain$k.log" 2>&1; plain=$(since "$s")
+  s=$(date +%s.%N); "$bin/05_ddp" "${common[@]}" --max-restarts 1 --kill-rank 1 --kill-at-step 8 --out "$out/restart$k" --reset > "$out/restart$k.log" 2>&1
+  restarted=$(since "$s")
+  grep -q "restarting all 2 workers" "$out/restart$k.log" || { echo "05's run did not restart: $out/restart$k.log" >&2; exit 1; }
+  runs_restart+="${runs_restart:+, }{\"plain_s\": $plain, \"with_restart_s\": $restarted, \"restart_cost_s\": $(awk -v a="$restarted" -v b="$plain" 'BEGIN { printf "%.3f", a - b }')}"
+done
+median() { python3 -c 'import json,statistics,sys; v=json.loads(sys.argv[1]); k=sys.argv[2]; print(round(statistics.median([x[k] if k else x for x in v]), 3))' "[$1]" "${2:-}"; }
+members="\"repeats\": $repeats"
+members+=", \"ch08_kill\": {\"runs\": [$runs_kill], \"median_total_s\": $(median "$runs_kill" total_s), \"median_detection_s\": $(median "$runs_kill" detection_s), \"median_quorum_s\": $(median "$runs_kill" quorum_s), \"median_group_s\": $(median "$runs_kill" group_s)}"
+members+=", \"ch08_stop\": {\"runs\": [$runs_stop], \"median_total_s\": $(median "$runs_stop" total_s), \"median_detection_s\": $(median "$runs_stop" detection_s)}"
+if [ "$have_torchft" = yes ]; then
+  members+=", \"torchft_heartbeat_5000ms\": {\"runs_s\": [$runs_tf5], \"median_s\": $(median "$runs_tf5")}"
+  members+=", \"torchft_heartbeat_1000ms\": {\"runs_s\": [$runs_tf1], \"median_s\": $(median "$runs_tf1")}"
+else
+  members+=", \"torchft\": \"not measured: no torchft in .venv (scripts/setup.sh cuda installs it)\""
+fi
+members+=", \"ch05_restart\": {\"runs\": [$runs_restart], \"median_restart_cost_s\": $(median "$runs_restart" restart_cost_s)}"
+write_result recovery "bench/recovery.sh --repeats $repeats" "$members"
+cat "${DDP_RESULTS_DIR:-$([ "${DDP_RECORD_RESULTS:-}" = 1 ] && echo "$root/results" || echo "${TMPDIR:-/tmp}/ddp-results")}/recovery.json"

@@ -154,10 +154,12 @@ bool check_run(const std::string& out, const ddp::toy::TrainConfig& cfg) {
     // adding zeros changes nothing); from 3, Gloo's ring adds in its own order (chapter 03's
     // Note [Ring against c10d: when the bits agree]), so the tolerance of one process holds.
     const bool exact = most <= 2;
+    char diff_text[32];
+    std::snprintf(diff_text, sizeof(diff_text), "%.3g", diff);
     ok &= check(exact ? replayed == fp : diff <= ddp::toy::kTolerance,
                 "a single-process replay of the membership schedule: fingerprint " + replayed +
                     (exact ? ", bit-identical to the replicas' (at most 2 contributors a step)"
-                           : ", max |diff| " + num(diff) + " <= 1e-05 (" + std::to_string(most) +
+                           : ", max |diff| " + std::string(diff_text) + " <= 1e-05 (" + std::to_string(most) +
                                  " contributors a step: Gloo's ring adds in its own order)"));
   }
   for (const Fault& f : faults) {

@@ -22,7 +22,7 @@ usage() {
 }
 field() { sed -n "s/^# $1: *//p" "$2" | head -n 1; }
 exists() {
-  [[ $1 =~ ^0[1-7]\.[0-9]+$ ]] && [ -f "$checks/$1.sh" ] && return 0
+  [[ $1 =~ ^[0-9][0-9]\.[0-9]+$ ]] && [ -f "$checks/$1.sh" ] && return 0
   echo "no exercise '$1': scripts/exercise.sh list shows them all" >&2
   exit 2
 }

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# exercise: 08.1 Shrink only
+# kind: coding
+# time: 25 min
+# build: 08_fault_tolerance
+# proves: with --shrink-only (a launcher flag, handed to its lighthouse), the first quorum still
+#         forms of all three replicas; after it, a replica outside the last quorum joins none:
+#         r3, started at once when r1 is killed in step 8's all-reduce, is in no quorum the
+#         lighthouse issues, and ends saying the run ended without it, while r0 and r2 train on
+#         with two contributors a step and the run's own checks (the step logs, the replay) pass.
+#         Without the flag nothing changed: r3 joins, heals from a survivor, and the run ends
+#         with the fingerprint it ended with before the exercise (the same for every right answer:
+#         the arithmetic is fixed by who contributed).
+source "$(dirname "$0")/lib.sh"
+common=(--replicas 3 --inject r1:allreduce@8 --replace-after 0 --steps 100 --step-ms 50)
+run 120 "$WORK/shrink.log" 08_fault_tolerance "${common[@]}" --shrink-only --out "$WORK/shrink"
+code=$?
+grep -q "The following argument was not expected: --shrink-only\|--shrink-only: " "$WORK/shrink.log" &&
+  fail "08_fault_tolerance does not know --shrink-only yet: add it to the launcher (options.cpp), and have the launcher hand it to its lighthouse"
+[ $code = 0 ] || fail "the run with --shrink-only failed (exit $code): $(grep -E 'error|FAILED' "$WORK/shrink.log" | head -n 3)"
+grep -q "^\[lighthouse\] quorum 1 ([^)]*): r0@0 r1@0 r2@0$" "$WORK/shrink.log" ||
+  fail "with --shrink-only the first quorum must still be all three replicas (a lighthouse with no last quorum has nothing to shrink): $(grep -m 1 '^\[lighthouse\] quorum 1' "$WORK/shrink.log")"
+grep -q "started r3, a replacement" "$WORK/shrink.log" || fail "the launcher did not start the replacement r3: $(tail -n 3 "$WORK/shrink.log")"
+if grep -E "^\[lighthouse\] quorum [0-9]+ .*: .*r3@" "$WORK/shrink.log" > /dev/null || grep -q "^\[replica r3\] quorum" "$WORK/shrink.log"; then
+  fail "with --shrink-only r3 was let into a quorum: after the first quorum, only members of the last one may be candidates (quorum_compute in 08_fault_tolerance/quorum.cpp, as torchft's shrink_only)"
+fi
+grep -q "^\[replica r3\] the run ended at step 100 before this replica could join" "$WORK/shrink.log" ||
+  fail "r3 should have asked, waited outside every quorum, and ended with the run: $(grep '^\[replica r3\]' "$WORK/shrink.log" | tail -n 2)"
+[ "$(grep -c '^\[launcher\] check: .*: OK$' "$WORK/shrink.log")" = 3 ] ||
+  fail "the run's own checks did not all pass with --shrink-only: $(grep '^\[launcher\] check' "$WORK/shrink.log")"
+grep -q "^\[launcher\] 4 replicas ran, 1 lost, 0 failed" "$WORK/shrink.log" || fail "$(grep '^\[launcher\] .* replicas ran' "$WORK/shrink.log")"
+# Without the flag: as before the exercise. r3 joins and heals; the fingerprint is what the given
+# program printed (every contributor's samples and the arithmetic fixed by the schedule).
+run 120 "$WORK/grow.log" 08_fault_tolerance "${common[@]}" --out "$WORK/grow" ||
+  fail "the run without --shrink-only failed: $(grep -E 'error|FAILED' "$WORK/grow.log" | head -n 3)"
+grep -q "^\[replica r3\] quorum [0-9]*: r0 r2 r3, rank 2 of 3, a new group; healing from r0" "$WORK/grow.log" ||
+  fail "without --shrink-only r3 must join and heal as before: $(grep '^\[replica r3\]' "$WORK/grow.log" | head -n 2)"
+[ "$(grep -c '^\[launcher\] check: .*: OK$' "$WORK/grow.log")" = 3 ] || fail "the run without --shrink-only did not pass its own checks"
+pass "with --shrink-only the replacement stayed out of every quorum after the first, and the run went on with the two survivors; without it, it joined and healed"

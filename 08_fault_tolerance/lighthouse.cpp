@@ -218,14 +218,14 @@ Quorum LighthouseClient::ask(int64_t step, int64_t failures, double deadline_s) 
       set_text(*ask_store_, "ask/" + id_,
                std::to_string(seq_) + " " + std::to_string(step) + " " + std::to_string(failures) + " " + address_);
       for (int polls = 0; !ask_store_->check({key}); ++polls) {
-        if (polls % 25 == 0 && ask_store_->check({"ended"})) {
+        if (polls % 50 == 0 && ask_store_->check({"ended"})) {
           const int64_t ended = std::stoll(get_text(*ask_store_, "ended"));
           if (ended > step) throw RunEnded(ended);
         }
         if (ddp::monotonic_seconds() - start > deadline_s)
           throw NoQuorum("no quorum formed within " + ddp::seconds(deadline_s) +
                                    " (--quorum-deadline): fewer replicas than --min-replicas are alive");
-        sleep_s(0.002);
+        sleep_s(0.001);
       }
       if (said) ddp::log("the lighthouse at " + host_ + ":" + std::to_string(port_) + " is back: a new quorum");
       return parse_quorum(get_text(*ask_store_, key));

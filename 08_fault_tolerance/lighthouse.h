@@ -16,8 +16,8 @@ namespace ch08 {
 // Note [The lighthouse on a store]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // torchft's lighthouse is a gRPC server in Rust. Ours is a TCPStore that the lighthouse process
-// hosts, and a loop that reads it every 10 ms (torchft ticks every 100 ms): the store already
-// gives what the exchange needs, a counter to add to and keys to wait for.
+// hosts, and a loop that reads it every 2 ms (torchft's computes a quorum as each request comes,
+// and every 100 ms besides): the store's keys are all the exchange needs.
 //   run              the run's name; a replica of another run is refused (exit 2)
 //   epoch            when this lighthouse started: a lighthouse started again is a new epoch
 //   joins, join/<n>  replica n's id, in the order they joined

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "bench/ddp_sim.h"
+#include "bench/fault_cost.h"
 #include "bench/ddp_sim_presets.h"
 #include "common/basics/cli.h"
 #include "common/basics/errors.h"
@@ -169,6 +170,25 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--timeline", timeline, "Print each bucket (its gradients, bytes, ready, start and end) and where backward was slowed");
   app.add_option("--trace", trace_path, "Write the step as 05's --trace does, to open beside a measured one (Note [The simulated step as a trace])");
+  // --faults: what faults cost at scale, restart against a quorum per step (bench/fault_cost.h).
+  bool faults = false;
+  ddp::sim::FaultInputs fi;
+  double node_mtbf_hours = 0;
+  app.add_flag("--faults", faults, "Instead of a step: the share of time lost to faults, checkpoint-and-restart at Young's "
+                                   "interval against a quorum per step (Note [What faults cost at scale]); uses --nodes");
+  app.add_option("--node-mtbf-hours", node_mtbf_hours, "--faults: one node's mean time between failures, hours")
+      ->check(ddp::finite_number())->check(CLI::PositiveNumber);
+  app.add_option("--checkpoint-s", fi.checkpoint_s, "--faults: seconds a checkpoint takes")->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
+  app.add_option("--restart-s", fi.restart_s, "--faults: seconds a restart takes (processes, the checkpoint loaded)")
+      ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
+  app.add_option("--step-s", fi.step_s, "--faults: seconds a training step takes")->check(ddp::finite_number())->check(CLI::PositiveNumber);
+  app.add_option("--recovery-s", fi.recovery_s, "--faults: seconds from a failure to a new quorum's group (bench/recovery.sh measures it)")
+      ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
+  app.add_option("--quorum-s", fi.quorum_s, "--faults: seconds each step's question to the lighthouse adds")
+      ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
+  app.add_option("--replacement-s", fi.replacement_s, "--faults: seconds until a replacement has started and healed")
+      ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
+  app.add_option("--replica-groups", fi.replica_groups, "--faults: replica groups (each a part of the nodes)")->check(CLI::PositiveNumber);
   ddp::parse_flags(app, argc, argv);
   ddp::set_log_identity("ddp_sim");
 
@@ -177,6 +197,14 @@ int main(int argc, char** argv) {
     if (!table.empty()) {
       if (table != "pytorch-dgx1") throw ddp::UsageError("--table " + table + ": no such table; the tables are pytorch-dgx1");
       std::fputs(ddp::sim::pytorch_dgx1_table(profiles_dir.empty() ? ddp::sim::find_profiles_dir() : profiles_dir).c_str(), stdout);
+      return ddp::kExitOk;
+    }
+    // 0'. What faults cost (Note [What faults cost at scale] in bench/fault_cost.h).
+    if (faults) {
+      for (const char* needed : {"--node-mtbf-hours", "--step-s"})
+        if (app.count(needed) == 0) throw ddp::UsageError(std::string("--faults needs ") + needed);
+      fi.nodes = nodes, fi.node_mtbf_s = node_mtbf_hours * 3600;
+      std::fputs(ddp::sim::describe_fault_cost(fi, ddp::sim::fault_cost(fi)).c_str(), stdout);
       return ddp::kExitOk;
     }
     // A preset fills the network flags not given explicitly (Note [Presets: where each figure comes from]);

@@ -6,6 +6,7 @@
 #   torchft 0.2.0 itself on the same task (tests/torchft_reference.py), replica 1 gone at step 8,
 #     with its default heartbeat timeout (5000 ms) and with ours (1000 ms); only where the cuda
 #     flavour's virtualenv has torchft, else left out, saying so;
+#   the question chapter 08 asks at every step: 08 without a fault against 03, 400 steps each;
 #   chapter 05's restart: 05_ddp with --max-restarts 1 and a checkpoint every step (nothing to
 #     redo), rank 1 killed at step 8, against the same run without the kill: the difference is
 #     what the restart cost (a start, the resume).
@@ -24,7 +25,7 @@ out=${1:-runs/recovery}
 if [ -n "${DDP_BUILD_DIR:-}" ]; then
   bin=$DDP_BUILD_DIR
 else
-  "$root/scripts/build.sh" cpu 05_ddp 08_fault_tolerance > /dev/null
+  "$root/scripts/build.sh" cpu 02_spawn 03_manual_allreduce 05_ddp 08_fault_tolerance > /dev/null
   bin=$root/build-cpu
 fi
 rm -rf "$out" && mkdir -p "$out"
@@ -36,7 +37,7 @@ breakdown() {
   sed -n 's/.*to the next committed step on [^:]*: \([0-9.]*\)s = detection \([0-9.]*\)s + quorum \([0-9.]*\)s + new group \([0-9.]*\)s + healing \([0-9.]*\)s + the step \([0-9.]*\)s.*/{"total_s": \1, "detection_s": \2, "quorum_s": \3, "group_s": \4, "healing_s": \5, "step_s": \6}/p' "$1" | head -n 1
 }
 since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }'; }  # seconds since a date +%s.%N
-runs_kill="" runs_stop="" runs_tf5="" runs_tf1="" runs_restart=""
+runs_question="" runs_kill="" runs_stop="" runs_tf5="" runs_tf1="" runs_restart=""
 venv_python=$root/.venv/bin/python
 have_torchft=$([ -x "$venv_python" ] && "$venv_python" -c "import torchft" 2>/dev/null && echo yes || echo no)
 for k in $(seq 1 "$repeats"); do
@@ -54,6 +55,11 @@ for k in $(seq 1 "$repeats"); do
       [ "$hb" = 5000 ] && runs_tf5+="${runs_tf5:+, }$t" || runs_tf1+="${runs_tf1:+, }$t"
     done
   fi
+  # The question every step asks: 08 without a fault against 03 (the same step, one group for
+  # the whole run), 400 steps each, the difference per step.
+  s=$(date +%s.%N); "$bin/08_fault_tolerance" --replicas 2 --steps 400 --out "$out/plain08-$k" > "$out/plain08-$k.log" 2>&1; t08=$(since "$s")
+  s=$(date +%s.%N); "$bin/02_spawn" --nproc-per-node 2 -- "$bin/03_manual_allreduce" --steps 400 > "$out/plain03-$k.log" 2>&1; t03=$(since "$s")
+  runs_question+="${runs_question:+, }{\"ch08_s\": $t08, \"ch03_s\": $t03, \"per_step_s\": $(awk -v a="$t08" -v b="$t03" 'BEGIN { printf "%.4f", (a - b) / 400 }')}"
   # 05: the same short run, with and without rank 1 killed at step 8 and restarted.
   common=(--nproc-per-node 2 --synthetic --train-samples 2048 --global-batch 64 --max-steps 40 --ckpt-every 1 --log-every 100)
   s=$(date +%s.%N); "$bin/05_ddp" "${common[@]}" --out "$out/plain$k" --reset > "$out/plain$k.log" 2>&1; plain=$(since "$s")
@@ -72,6 +78,7 @@ if [ "$have_torchft" = yes ]; then
 else
   members+=", \"torchft\": \"not measured: no torchft in .venv (scripts/setup.sh cuda installs it)\""
 fi
+members+=", \"ch08_question\": {\"runs\": [$runs_question], \"median_per_step_s\": $(median "$runs_question" per_step_s)}"
 members+=", \"ch05_restart\": {\"runs\": [$runs_restart], \"median_restart_cost_s\": $(median "$runs_restart" restart_cost_s)}"
 write_result recovery "bench/recovery.sh --repeats $repeats" "$members"
 cat "${DDP_RESULTS_DIR:-$([ "${DDP_RECORD_RESULTS:-}" = 1 ] && echo "$root/results" || echo "${TMPDIR:-/tmp}/ddp-results")}/recovery.json"

@@ -12,6 +12,7 @@
 #include "05_ddp/ddp.h"
 #include "bench/ddp_sim.h"
 #include "bench/ddp_sim_presets.h"
+#include "bench/fault_cost.h"
 #include "common/basics/errors.h"
 #include "common/observe/trace.h"
 #include "proc.h"
@@ -798,4 +799,53 @@ TEST(DdpSim, TheFsdpExampleOnTheBenchPageIsWhatTheToolPrints) {
       EXPECT_TRUE(printed.count(blocks[k][i])) << "bench/README.md, FSDP block " << k + 1 << ", not printed:\n" << blocks[k][i] << "\n" << r.output;
     }
   }
+}
+
+// Note [What faults cost at scale] (bench/fault_cost.h): the closed forms, and the formulas
+// against a simulation of random failures that makes none of their approximations.
+TEST(FaultCost, YoungsIntervalAndTheLossesAreTheFormulas) {
+  sim::FaultInputs in;
+  in.nodes = 100, in.node_mtbf_s = 1000 * 3600.0, in.checkpoint_s = 60, in.restart_s = 300;
+  in.step_s = 1, in.recovery_s = 0.5, in.quorum_s = 0.01, in.replacement_s = 600, in.replica_groups = 10;
+  const sim::FaultCost c = sim::fault_cost(in);
+  EXPECT_DOUBLE_EQ(c.job_mtbf_s, 36000);                   // 1000 h / 100 nodes
+  EXPECT_DOUBLE_EQ(c.young_interval_s, std::sqrt(2 * 60 * 36000.0));
+  EXPECT_DOUBLE_EQ(c.daly_interval_s, c.young_interval_s - 60);
+  const double tau = c.young_interval_s;
+  EXPECT_DOUBLE_EQ(c.restart_loss, 60 / tau + (tau / 2 + 30 + 300) / 36000);
+  EXPECT_DOUBLE_EQ(c.quorum_loss, 0.01 + (1 + 0.01 + 0.5 + 60) / 36000);
+  // Young's interval is the least loss: a little shorter or longer loses more.
+  for (double f : {0.8, 1.25}) {
+    const double t = tau * f, w = 60 / t + (t / 2 + 30 + 300) / 36000;
+    EXPECT_GT(w, c.restart_loss) << f;
+  }
+  EXPECT_THROW(sim::fault_cost([] { sim::FaultInputs bad; bad.step_s = 1; return bad; }()), ddp::UsageError);  // no MTBF
+}
+
+TEST(FaultCost, TheFormulasAgreeWithASimulationOfRandomFailures) {
+  sim::FaultInputs in;
+  in.nodes = 64, in.node_mtbf_s = 500 * 3600.0, in.checkpoint_s = 30, in.restart_s = 120;
+  in.step_s = 2, in.recovery_s = 1, in.quorum_s = 0.02, in.replacement_s = 300, in.replica_groups = 8;
+  const sim::FaultCost c = sim::fault_cost(in);
+  const double work = 4000 * 3600.0;  // about 500 failures, fixed seeds: measured 3 % (restart) and 1 % (quorum) from the formulas
+  double restart = 0, quorum = 0;
+  for (uint64_t seed : {1, 2, 3}) {
+    restart += sim::simulate_restart_loss(in, c.young_interval_s, work, seed) / 3;
+    quorum += sim::simulate_quorum_loss(in, work, seed) / 3;
+  }
+  EXPECT_NEAR(restart, c.restart_loss, 0.05 * c.restart_loss) << restart << " simulated, " << c.restart_loss << " the formula";
+  EXPECT_NEAR(quorum, c.quorum_loss, 0.03 * c.quorum_loss) << quorum << " simulated, " << c.quorum_loss << " the formula";
+  EXPECT_LT(c.quorum_loss, c.restart_loss);
+}
+
+TEST(FaultCost, TheToolPrintsItAndRefusesWhatItLacks) {
+  ProcResult ok = run_one({{"ddp_sim", "--faults", "--nodes", "100", "--node-mtbf-hours", "1000", "--checkpoint-s", "60", "--restart-s",
+                            "300", "--step-s", "1", "--recovery-s", "0.5", "--replacement-s", "600", "--replica-groups", "10"}},
+                          30);
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("the job fails every 10.00 h (M)"), std::string::npos) << ok.output;
+  EXPECT_NE(ok.output.find("Young's interval 2078 s"), std::string::npos) << ok.output;  // sqrt(2 x 60 x 36000)
+  ProcResult missing = run_one({{"ddp_sim", "--faults", "--nodes", "100", "--step-s", "1"}}, 30);
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("--faults needs --node-mtbf-hours"), std::string::npos) << missing.output;
 }

@@ -1,5 +1,6 @@
 // defines: the roles of 08_fault_tolerance besides a replica: the lighthouse, the launcher, the replay.
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,5 +19,16 @@ int launch(const Options& o, int argc, char** argv);
 // One process replays the schedule: each step's contributors' gradients summed in their order,
 // divided by their number, the optimizer stepped. Returns the final parameters.
 std::vector<torch::Tensor> replay(const std::vector<StepRecord>& schedule, const ddp::toy::TrainConfig& cfg);
+
+// Local SGD (Note [Local SGD]): every replica of the schedule replayed on its own, each
+// contributor stepping on its slice, the parameters averaged at the steps that averaged them;
+// `heals` says who healed from whom before which step. Returns each replica's final parameters.
+struct HealRecord {
+  std::string replica, donor;
+  int64_t step = 0;
+};
+std::map<std::string, std::vector<torch::Tensor>> replay_local(const std::vector<StepRecord>& schedule,
+                                                               const std::vector<HealRecord>& heals,
+                                                               const ddp::toy::TrainConfig& cfg);
 
 }  // namespace ch08

@@ -30,6 +30,7 @@
 
 #include "08_fault_tolerance/heal.h"
 #include "08_fault_tolerance/launch.h"
+#include "08_fault_tolerance/local_sgd.h"
 #include "08_fault_tolerance/lighthouse.h"
 #include "08_fault_tolerance/options.h"
 #include "08_fault_tolerance/step_log.h"
@@ -60,16 +61,17 @@ int main(int argc, char** argv) {
     auto model = ddp::toy::make_model(cfg.seed);
     std::vector<torch::Tensor> params = model->parameters();
     auto optimizer = ddp::toy::make_optimizer(params, cfg);
-    if (!o.train.save_init.empty()) ddp::toy::save_params(params, o.train.save_init);
     ch08::ReplicaState state{params, optimizer.get(), 0, 0};
     ch08::StepLog steps(o.out, o.replica_id);
     fault.log = &steps;
+    if (!o.train.save_init.empty()) ddp::toy::save_params(params, o.train.save_init);
     auto [host, port] = ch08::split_address(o.lighthouse, "--lighthouse");
     ch08::LighthouseClient lighthouse(host, port, o.run, o.replica_id, std::to_string(::getpid()), o.quorum_deadline_s);
 
     int64_t current = -1, failures = 0;
     c10::intrusive_ptr<ddp::Backend> pg;
     double failed_at = -1;  // when the last step failed: the start of a recovery
+    int64_t averages = 0;   // committed all-reduces of the gradients, or of the parameters (local SGD)
     while (state.step < cfg.steps) {
       // 2. Ask who trains this step, telling our step and whether our last one failed.
       ch08::Quorum q;
@@ -109,7 +111,7 @@ int main(int argc, char** argv) {
       //    data position from a member at that step (Note [Healing from a peer]).
       bool ok = true;
       try {
-        if (a.heal) ch08::recv_state(*pg, a.heal_from, state);
+        if (a.heal) ch08::recv_state(*pg, a.heal_from, state), steps.line("healed from " + q.members[a.heal_from].replica_id + " step " + std::to_string(state.step));
         for (int to : a.heal_to) ch08::send_state(*pg, to, state);
       } catch (const std::exception& e) {
         ddp::log("healing failed: " + ddp::short_what(e));
@@ -134,25 +136,45 @@ int main(int argc, char** argv) {
       std::vector<torch::Tensor> grads = torch::autograd::grad({loss}, params);
 
       // 6. Average over the contributors (zeros from the others), vote, and apply only if all
-      //    said yes (Note [Zeros until healed, and a vote]).
+      //    said yes (Note [Zeros until healed, and a vote]). With --sync-every H, local SGD:
+      //    each contributor steps alone, and every H steps the parameters are averaged (Note [Local SGD]).
       const int n = static_cast<int>(contributors.size());
-      ok = ok && ch08::average_gradients(*pg, grads, contributes, n, [&] { fault.at("allreduce", state.step); });
-      const bool commit = ch08::commit_vote(*pg, ok);
-      fault.at("vote", state.step);
-      if (!commit) {
-        ddp::log("step " + std::to_string(state.step) + " failed (an all-reduce or the vote): not applied anywhere; "
-                 "asking for a new quorum");
-        failures = 1, failed_at = ddp::monotonic_seconds(), current = -1;
-        steps.line("failed " + std::to_string(failed_at));
-        continue;
+      std::string average = "gradients";
+      if (o.sync_every > 0) {
+        if (contributes) {
+          for (size_t k = 0; k < params.size(); ++k) params[k].mutable_grad() = grads[k];
+          optimizer->step();
+        }
+        average = "none";
+        if (state.step % o.sync_every == 0) {
+          if (ok && ch08::sync_parameters(*pg, params, contributes, n)) {
+            average = "parameters", ++averages;
+          } else {  // each replica keeps its own parameters; the next sync averages them
+            ddp::log("step " + std::to_string(state.step) + ": the average failed; asking for a new quorum");
+            failures = 1, failed_at = ddp::monotonic_seconds(), current = -1;
+            steps.line("failed " + std::to_string(failed_at));
+          }
+        }
+      } else {
+        ok = ok && ch08::average_gradients(*pg, grads, contributes, n, [&] { fault.at("allreduce", state.step); });
+        const bool commit = ch08::commit_vote(*pg, ok);
+        fault.at("vote", state.step);
+        if (!commit) {
+          ddp::log("step " + std::to_string(state.step) + " failed (an all-reduce or the vote): not applied anywhere; "
+                   "asking for a new quorum");
+          failures = 1, failed_at = ddp::monotonic_seconds(), current = -1;
+          steps.line("failed " + std::to_string(failed_at));
+          continue;
+        }
+        for (size_t k = 0; k < params.size(); ++k) params[k].mutable_grad() = grads[k];
+        optimizer->step();
+        ++averages;
       }
-      for (size_t k = 0; k < params.size(); ++k) params[k].mutable_grad() = grads[k];
-      optimizer->step();
-      steps.line(ch08::format_step({state.step, state.position, cfg.batch, q.id, contributors}));
+      steps.line(ch08::format_step({state.step, state.position, cfg.batch, q.id, contributors, average}));
       state.position += n * cfg.batch;
       ++state.step;
       const double done = ddp::monotonic_seconds();
-      if (failed_at >= 0) {
+      if (failed_at >= 0 && failed_at < quorum_at) {  // a failure before this step's quorum: this step recovered
         char line[200];
         std::snprintf(line, sizeof(line), "recovered: step %lld committed %.3fs after the failure (quorum %.3fs, new group %.3fs, "
                       "healing %.3fs, the step %.3fs)", static_cast<long long>(state.step - 1), done - failed_at, quorum_at - failed_at,
@@ -171,7 +193,11 @@ int main(int argc, char** argv) {
     const std::string fp = ddp::toy::fingerprint(params);
     ddp::toy::save_params(params, o.out + "/params." + o.replica_id + ".pt");
     steps.line("final " + fp);
-    ddp::log("done: " + std::to_string(state.step) + " steps, params fingerprint " + fp);
+    int64_t bytes = 0;
+    for (const torch::Tensor& p : params) bytes += p.numel() * p.element_size();
+    ddp::log("done: " + std::to_string(state.step) + " steps, params fingerprint " + fp + "; all-reduced " +
+             std::to_string(averages * bytes) + " bytes of " + (o.sync_every > 0 ? "parameters" : "gradients") + " in " +
+             std::to_string(averages) + " averages");
     return ddp::kExitOk;
   });
 }

@@ -31,6 +31,9 @@ void parse_options(int argc, char** argv, Options& o) {
       ->check(ddp::finite_number())->check(CLI::PositiveNumber);
   app.add_option("--quorum-deadline", o.quorum_deadline_s, "Seconds a replica waits for a quorum (or for a lost lighthouse) before it exits 1")
       ->check(ddp::finite_number())->check(CLI::PositiveNumber);
+  app.add_option("--sync-every", o.sync_every, "Local SGD: no gradient all-reduce; the parameters averaged every H steps, "
+                                               "as PyTorch's PostLocalSGDOptimizer (0: the gradients every step)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--step-ms", o.step_ms, "Milliseconds of compute added to each step, as a bigger model would take "
                                          "(so that a replacement started late still finds the run going)")
       ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
@@ -66,6 +69,10 @@ void parse_options(int argc, char** argv, Options& o) {
       std::fprintf(stderr, "--lighthouse-down: '%s' is not K:S (a step, then seconds)\n", down.c_str());
       ddp::leave_now(ddp::kExitUsage);
     }
+  }
+  if (o.sync_every > 0 && o.contributors > 0) {
+    std::fprintf(stderr, "--sync-every with --contributors: spares are not part of local SGD here (Note [Local SGD])\n");
+    ddp::leave_now(ddp::kExitUsage);
   }
   o.out_given = !o.out.empty();
   if (o.out.empty()) o.out = "runs/08_fault_tolerance/" + o.run;

@@ -20,6 +20,7 @@ struct Options {
   int contributors = 0;         // --contributors K: at most K members contribute (0: all)
   double timeout_s = 2;         // --timeout: how long a collective waits for a silent peer
   double quorum_deadline_s = 30;  // --quorum-deadline
+  int sync_every = 0;           // --sync-every H: local SGD, the parameters averaged every H steps
   double step_ms = 0;           // --step-ms: compute time added to each step (a bigger model's)
   std::string fault;            // --fault WHERE@STEP: this replica's own fault (for the lesson's demos)
   // the lighthouse

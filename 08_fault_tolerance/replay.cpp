@@ -1,6 +1,8 @@
 // provides: replay(), the single-process reference of a run with faults.
 #include "08_fault_tolerance/launch.h"
 
+#include <sstream>
+
 namespace ch08 {
 
 std::vector<torch::Tensor> replay(const std::vector<StepRecord>& schedule, const ddp::toy::TrainConfig& cfg) {
@@ -20,6 +22,78 @@ std::vector<torch::Tensor> replay(const std::vector<StepRecord>& schedule, const
     optimizer->step();
   }
   return params;
+}
+
+namespace {
+
+struct Replica {
+  torch::nn::Sequential model;
+  std::vector<torch::Tensor> params;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+};
+
+Replica fresh(const ddp::toy::TrainConfig& cfg) {
+  Replica r{ddp::toy::make_model(cfg.seed), {}, nullptr};
+  r.params = r.model->parameters();
+  r.optimizer = ddp::toy::make_optimizer(r.params, cfg);
+  return r;
+}
+
+// What healing copies (Note [Healing from a peer]): the parameters and the optimizer's state.
+void copy_state(const Replica& from, Replica& to) {
+  torch::NoGradGuard no_grad;
+  for (size_t k = 0; k < to.params.size(); ++k) to.params[k].copy_(from.params[k]);
+  std::ostringstream blob;
+  torch::serialize::OutputArchive out;
+  from.optimizer->save(out);
+  out.save_to(blob);
+  std::istringstream in(blob.str());
+  torch::serialize::InputArchive archive;
+  archive.load_from(in);
+  to.optimizer->load(archive);
+}
+
+}  // namespace
+
+std::map<std::string, std::vector<torch::Tensor>> replay_local(const std::vector<StepRecord>& schedule,
+                                                               const std::vector<HealRecord>& heals,
+                                                               const ddp::toy::TrainConfig& cfg) {
+  std::map<std::string, Replica> replicas;
+  auto get = [&](const std::string& id) -> Replica& {
+    if (!replicas.count(id)) replicas.emplace(id, fresh(cfg));
+    return replicas.at(id);
+  };
+  for (const StepRecord& r : schedule) {
+    for (const HealRecord& h : heals)
+      if (h.step == r.step) copy_state(get(h.donor), get(h.replica));
+    const int64_t n = static_cast<int64_t>(r.contributors.size());
+    for (int64_t j = 0; j < n; ++j) {
+      Replica& me = get(r.contributors[j]);
+      auto [x, y] = ddp::toy::batch(static_cast<int>(r.position / r.batch + j), 0, static_cast<int>(r.batch), 1);
+      std::vector<torch::Tensor> g = torch::autograd::grad({torch::mse_loss(me.model->forward(x), y)}, me.params);
+      for (size_t k = 0; k < g.size(); ++k) me.params[k].mutable_grad() = g[k];
+      me.optimizer->step();
+    }
+    if (r.average != "parameters") continue;
+    torch::Tensor sum;  // each contributor's parameters, flat, divided by n, summed in their order
+    for (int64_t j = 0; j < n; ++j) {
+      std::vector<torch::Tensor> parts;
+      for (const torch::Tensor& p : get(r.contributors[j]).params) parts.push_back(p.detach().reshape(-1));
+      torch::Tensor flat = torch::cat(parts).div_(n);
+      sum = sum.defined() ? sum + flat : flat;
+    }
+    std::vector<std::string> receivers = r.contributors;  // and every member healed this step (zeros, then the average)
+    for (const HealRecord& h : heals)
+      if (h.step == r.step) receivers.push_back(h.replica);
+    torch::NoGradGuard no_grad;
+    for (const std::string& id : receivers) {
+      int64_t offset = 0;
+      for (torch::Tensor& p : get(id).params) p.copy_(sum.narrow(0, offset, p.numel()).view_as(p)), offset += p.numel();
+    }
+  }
+  std::map<std::string, std::vector<torch::Tensor>> out;
+  for (auto& [id, r] : replicas) out[id] = r.params;
+  return out;
 }
 
 }  // namespace ch08

@@ -37,14 +37,16 @@ std::string format_step(const StepRecord& r) {
   std::string c;
   for (const std::string& id : r.contributors) c += (c.empty() ? "" : ",") + id;
   return "step " + std::to_string(r.step) + " position " + std::to_string(r.position) + " batch " + std::to_string(r.batch) +
-         " contributors " + c + " quorum " + std::to_string(r.quorum);
+         " contributors " + c + " quorum " + std::to_string(r.quorum) + " average " + r.average;
 }
 
 bool parse_step(const std::string& line, StepRecord& r) {
   std::istringstream in(line);
-  std::string w[5], contributors;
-  in >> w[0] >> r.step >> w[1] >> r.position >> w[2] >> r.batch >> w[3] >> contributors >> w[4] >> r.quorum;
-  if (!in || w[0] != "step" || w[1] != "position" || w[2] != "batch" || w[3] != "contributors" || w[4] != "quorum") return false;
+  std::string w[6], contributors;
+  in >> w[0] >> r.step >> w[1] >> r.position >> w[2] >> r.batch >> w[3] >> contributors >> w[4] >> r.quorum >> w[5] >> r.average;
+  if (!in || w[0] != "step" || w[1] != "position" || w[2] != "batch" || w[3] != "contributors" || w[4] != "quorum" ||
+      w[5] != "average")
+    return false;
   r.contributors.clear();
   std::istringstream ids(contributors);
   for (std::string id; std::getline(ids, id, ',');) r.contributors.push_back(id);

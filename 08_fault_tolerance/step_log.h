@@ -10,13 +10,15 @@ namespace ch08 {
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // One line per committed step, written before the next step starts (a killed replica leaves its
 // last whole line):
-//   step 7 position 112 batch 8 contributors r0,r2 quorum 3
+//   step 7 position 112 batch 8 contributors r0,r2 quorum 3 average gradients
 // Contributor j took samples [position + j*batch, position + (j+1)*batch) of the stream, so the
 // lines are the run's membership schedule and its sample log at once: every replica that
 // committed step 7 wrote the same line, the samples of consecutive steps follow each other
 // without a gap or an overlap, and a single process that replays the lines must end with the
-// replicas' parameters (08_fault_tolerance --replay). Also written: "fault ... at <t>" by a
-// replica about to be killed, "recovered ..." with the times of a recovery, "final <fingerprint>".
+// replicas' parameters. `average` is gradients (every step), or under local SGD parameters (a
+// sync step) or none (Note [Local SGD]). Also written: "healed from <id> step <k>" by a replica
+// that healed, "fault ... at <t>" by one about to be killed, "failed <t>" and "recovered ..." with
+// the times of a recovery, "final <fingerprint>".
 class StepLog {
  public:
   // Creates <folder>/steps.<replica_id>.txt; UsageError (exit 2) if the id already ran in this run.
@@ -31,6 +33,7 @@ class StepLog {
 struct StepRecord {
   int64_t step = 0, position = 0, batch = 0, quorum = 0;
   std::vector<std::string> contributors;
+  std::string average = "gradients";  // what the step averaged: gradients, parameters (local SGD) or none
 };
 std::string format_step(const StepRecord& r);
 // Parses a "step ..." line; false if the line is another kind.

@@ -177,3 +177,48 @@ TEST(FaultTolerance, TorchftComputesTheSameBitsWithAndWithoutALostReplica) {
   }
 #endif
 }
+
+// Local SGD (Note [Local SGD]): PyTorch's PostLocalSGDOptimizer with a PeriodicModelAverager,
+// each flavour's own (tests/local_sgd_reference.py), at 2 and 3 replicas, every replica's
+// parameters bit for bit; and a quarter of DDP's bytes at --sync-every 4 (5 averages of the
+// parameters in 20 steps: after steps 0, 4, 8, 12, 16, as PeriodicModelAverager counts).
+TEST(FaultTolerance, LocalSgdIsPostLocalSgdOptimizerBitForBit) {
+#ifndef DDP_REFERENCE_PYTHON
+  GTEST_SKIP() << "no Python with PyTorch configured (DDP_REFERENCE_PYTHON): scripts/build.sh sets it";
+#else
+  const std::string dir = temp_dir();
+  for (int n : {2, 3}) {
+    const std::string run = dir + "/n" + std::to_string(n);
+    ProcResult ours = chapter08({"--replicas", std::to_string(n), "--sync-every", "4", "--momentum", "0.9", "--save-init",
+                                 run + ".init.pt", "--out", run});
+    EXPECT_EQ(ours.exit_code, 0) << ours.output;
+    EXPECT_EQ(count(ours.output, "[launcher] check: "), 2) << ours.output;
+    EXPECT_EQ(count(ours.output, "FAILED"), 0) << ours.output;
+    EXPECT_EQ(count(ours.output, "all-reduced 3220 bytes of parameters in 5 averages"), n) << ours.output;  // 5 x 161 x 4
+    ProcResult theirs = run_one({{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/local_sgd_reference.py", "--init",
+                                  run + ".init.pt", "--compare-dir", run, "--world-size", std::to_string(n), "--sync-every", "4",
+                                  "--momentum", "0.9", "--tolerance", "0"}},
+                                120);
+    EXPECT_EQ(theirs.exit_code, 0) << theirs.output;
+    EXPECT_EQ(count(theirs.output, "bit-identical: yes"), n) << theirs.output;
+  }
+  ProcResult ddp = chapter08({"--replicas", "2", "--out", dir + "/ddp"});
+  EXPECT_EQ(count(ddp.output, "all-reduced 12880 bytes of gradients in 20 averages"), 2) << ddp.output;  // 20 x 161 x 4
+#endif
+}
+
+// Local SGD through a lost replica: the survivors' next average fails, each keeps its own
+// parameters, and the replacement heals in; every replica that finished equals a replay of its own
+// steps, heals and averages, bit for bit (2 contributors a step).
+TEST(FaultTolerance, LocalSgdSurvivesALostReplicaAndHealsIn) {
+  ProcResult r = chapter08({"--replicas", "2", "--sync-every", "4", "--momentum", "0.9", "--inject", "r1:forward@8", "--replace-after",
+                            "0", "--steps", "100", "--step-ms", "40", "--out", temp_dir() + "/run"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("step 8: the average failed"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[replica r2] quorum"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("healing from r0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("each equal to a single-process replay of its own steps and the averages (local SGD): bit-identical"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(count(r.output, "FAILED"), 0) << r.output;
+}

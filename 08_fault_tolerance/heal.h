@@ -10,9 +10,10 @@ namespace ch08 {
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A replica that joins late, or comes back, is behind: the quorum's highest step is ahead of
 // its own. Chapter 05 would load a checkpoint from a file; here it copies the state from a
-// member at that step, over the quorum's own group (send/recv), while the other members go on
-// with the step: what torchft's Manager does with its checkpoint transport. The state is
-// everything a step reads: the parameters, the optimizer's state (momentum buffers, step
+// member at that step, over the quorum's own group (send/recv), before the step's forward: only
+// the donor waits for it, the other members go on to their forward. torchft's Manager sends the
+// same state by a transport of its own (HTTP by default: torchft/checkpointing/), beside the
+// step. The state is everything a step reads: the parameters, the optimizer's state (momentum buffers, step
 // counts: serialized by LibTorch), the step count and the data position. Sent in place: the
 // parameters arrive in the tensors the model already holds.
 struct ReplicaState {

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -95,6 +96,7 @@ bool check_run(const std::string& out, const ddp::toy::TrainConfig& cfg) {
   std::vector<std::pair<double, std::vector<double>>> recoveries;  // failed at, then quorum, group, healed, done
   std::vector<std::string> recovered_ids;
   std::vector<HealRecord> heals;
+  std::vector<std::pair<double, std::string>> commits;  // when each replica committed a step
   for (const auto& entry : std::filesystem::directory_iterator(out)) {
     const std::string name = entry.path().filename().string();
     if (name.rfind("steps.", 0) != 0) continue;
@@ -111,6 +113,12 @@ bool check_run(const std::string& out, const ddp::toy::TrainConfig& cfg) {
           ddp::log("step " + std::to_string(r.step) + ": " + id + " logged '" + format_step(r) + "', another '" + format_step(it->second) + "'");
           agree = false;
         }
+      } else if (kind == "committed") {
+        std::string at_word;
+        int64_t step = 0;
+        double at = 0;
+        words >> step >> at_word >> at;
+        commits.push_back({at, id});
       } else if (kind == "healed") {
         std::string from_word, step_word;
         HealRecord h{id, "", 0};
@@ -196,15 +204,24 @@ bool check_run(const std::string& out, const ddp::toy::TrainConfig& cfg) {
                            : ", max |diff| " + std::string(diff_text) + " <= 1e-05 (" + std::to_string(most) +
                                  " contributors a step: Gloo's ring adds in its own order)"));
   }
+  std::sort(commits.begin(), commits.end());
   for (const Fault& f : faults) {
-    for (size_t k = 0; k < recoveries.size(); ++k) {
+    bool said = false;
+    for (size_t k = 0; k < recoveries.size() && !said; ++k) {  // a step failed: the recovery's parts
       const auto& [failed, t] = recoveries[k];
       if (failed < f.at) continue;
       char line[160];
       std::snprintf(line, sizeof(line), ": %.3fs = detection %.3fs + quorum %.3fs + new group %.3fs + healing %.3fs + the step %.3fs",
                     t[3] - f.at, failed - f.at, t[0] - failed, t[1] - t[0], t[2] - t[1], t[3] - t[2]);
       ddp::log("from the fault (" + f.id + ", " + f.what + ") to the next committed step on " + recovered_ids[k] + line);
-      break;
+      said = true;
+    }
+    for (const auto& [at, id] : commits) {  // no step failed (a replica lost before it asked, or after its vote)
+      if (said || at < f.at || id == f.id) continue;
+      char line[120];
+      std::snprintf(line, sizeof(line), ": %.3fs (no step failed: the next quorum left it out)", at - f.at);
+      ddp::log("from the fault (" + f.id + ", " + f.what + ") to the next committed step on " + id + line);
+      said = true;
     }
   }
   return ok;

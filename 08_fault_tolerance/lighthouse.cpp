@@ -155,7 +155,7 @@ LighthouseClient::LighthouseClient(std::string host, int port, std::string run, 
   } catch (const std::exception& e) {
     throw ddp::UsageError("no lighthouse answers at " + host_ + ":" + std::to_string(port_) + " within " +
                           ddp::seconds(connect_timeout_s_) + " (" + ddp::short_what(e) +
-                          "): start it first (08_fault_tolerance --lighthouse), or fix --lighthouse");
+                          "): start it first (08_fault_tolerance --lighthouse-only), or fix --lighthouse");
   }
   beats_ = std::thread([this] { beat_loop(); });
 }
@@ -262,7 +262,7 @@ void LighthouseClient::finished(int64_t step) {
 }
 
 c10::intrusive_ptr<c10d::Store> LighthouseClient::group_store(const Quorum& q) {
-  return c10::make_intrusive<c10d::PrefixStore>("group/" + epoch_ + "/" + std::to_string(q.id), ask_store_);
+  return c10::make_intrusive<c10d::PrefixStore>("group/" + group_name(q), ask_store_);
 }
 
 }  // namespace ch08

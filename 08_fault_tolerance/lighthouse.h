@@ -84,7 +84,9 @@ class LighthouseClient {
   Quorum ask(int64_t step, int64_t failures, double deadline_s);
   // Says the run has ended at `step` (the replica that committed the last step).
   void finished(int64_t step);
-  // The store the quorum's group meets on, and its prefix there.
+  // The quorum's group: its name ("<epoch>/<quorum id>": a lighthouse started again counts from 1
+  // again, in a new epoch), and the store it meets on, under that name.
+  std::string group_name(const Quorum& q) const { return epoch_ + "/" + std::to_string(q.id); }
   c10::intrusive_ptr<c10d::Store> group_store(const Quorum& q);
 
  private:

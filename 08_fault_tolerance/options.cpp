@@ -37,7 +37,8 @@ void parse_options(int argc, char** argv, Options& o) {
   app.add_option("--step-ms", o.step_ms, "Milliseconds of compute added to each step, as a bigger model would take "
                                          "(so that a replacement started late still finds the run going)")
       ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
-  app.add_option("--fault", o.fault, "WHERE@STEP: SIGKILL this replica in forward, allreduce or vote of that step, or SIGSTOP it (stop)");
+  app.add_option("--fault", o.fault, "WHERE@STEP: SIGKILL this replica before it asks for that step's quorum (quorum), in its forward, inside its "
+                                 "all-reduce (allreduce) or after its vote (vote), or SIGSTOP it (stop)");
   // the lighthouse
   app.add_flag("--lighthouse-only", o.serve, "Be the lighthouse, on --port, until a signal (or --serve-for)");
   app.add_option("--port", o.port, "The lighthouse's port")->check(CLI::Range(1, 65535));
@@ -105,8 +106,8 @@ Fault parse_fault(const std::string& text, const std::string& flag) {
   } catch (const std::exception&) {
     throw ddp::UsageError(flag + " '" + text + "' is not WHERE@STEP (a step from 0)");
   }
-  if (f.where != "forward" && f.where != "allreduce" && f.where != "vote" && f.where != "stop")
-    throw ddp::UsageError(flag + " '" + text + "': WHERE is forward, allreduce, vote or stop");
+  if (f.where != "quorum" && f.where != "forward" && f.where != "allreduce" && f.where != "vote" && f.where != "stop")
+    throw ddp::UsageError(flag + " '" + text + "': WHERE is quorum, forward, allreduce, vote or stop");
   return f;
 }
 

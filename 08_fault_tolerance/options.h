@@ -42,13 +42,14 @@ void parse_options(int argc, char** argv, Options& o);
 // "host:port" -> both; UsageError (exit 2) if it is not that.
 std::pair<std::string, int> split_address(const std::string& address, const std::string& flag);
 
-// --fault WHERE@STEP, parsed: where in {forward, allreduce, vote, stop}; none when empty.
+// --fault WHERE@STEP, parsed: where in {quorum, forward, allreduce, vote, stop}; none when empty.
 class StepLog;
 struct Fault {
   std::string where;
   int64_t step = -1;
   StepLog* log = nullptr;  // where the time of the fault is written, for the launcher's report
-  // At `where` in step `step`: SIGKILL this process (SIGSTOP for "stop"), as a real fault would.
+  // At `where` in step `step` (quorum, forward, allreduce, vote): SIGKILL this process (stop: SIGSTOP
+  // in forward), as a real fault would.
   void at(const std::string& point, int64_t step_now) const;
 };
 Fault parse_fault(const std::string& text, const std::string& flag);

@@ -20,14 +20,15 @@ namespace ch08 {
 //    candidates included;
 //  - otherwise wait until at least min_replicas are candidates, more than half of the alive ones
 //    are, and either all the alive ones are or join_timeout has passed since the first asked.
-// Two rules of ours. The first quorum waits for `first` replicas (the launcher's N): replicas start at different times, and a quorum of whoever asked first would
-// train ahead of the others, which would then have to heal before they ever trained.
-// And the members at the highest step the members at the highest step the lighthouse has issued must be among the
-// candidates, or it waits: a quorum of replicas that are all behind would have nobody to heal
-// from, and would train again from an old step (a replacement started after the others ended).
-// torchft gives a quorum a new id when its members change. We also do when a member reports that
-// its last step failed: a new id means a new process group on a fresh store prefix, and Gloo
-// cannot take back a group whose collective failed (it has no abort), so the old one is dropped.
+// Two rules of ours. The first quorum waits for `first` replicas (the launcher's N): replicas
+// start at different times, and a quorum of whoever asked first would train ahead of the others,
+// which would then have to heal before they ever trained. And a candidate at the highest step the
+// lighthouse has issued must be among them, or it waits: a quorum of replicas that are all
+// behind would have nobody to heal from, and would train again from an old step.
+// A quorum gets a new id when its members change or a member reports that its last step failed,
+// as torchft's lighthouse does (it counts commit failures too). A new id means a new process
+// group on a fresh store prefix: Gloo has no abort (no way to cancel a collective that waits for
+// a lost peer, or to mend a group whose collective failed), so the old group is dropped.
 struct Member {
   std::string replica_id;
   int64_t step = 0;          // steps it has committed

@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
 
 #include "common/basics/errors.h"
+#include "common/basics/log.h"
 
 namespace ch08 {
 
@@ -31,6 +33,16 @@ StepLog::~StepLog() {
 void StepLog::line(const std::string& text) {
   const std::string l = text + "\n";
   if (::write(fd_, l.data(), l.size()) != static_cast<ssize_t>(l.size())) throw std::runtime_error("the step log: write failed");
+}
+
+void StepLog::recovered(int64_t step, const std::vector<double>& t) {
+  char said[200];
+  std::snprintf(said, sizeof(said), "recovered: step %lld committed %.3fs after the failure (quorum %.3fs, new group %.3fs, "
+                "healing %.3fs, the step %.3fs)", static_cast<long long>(step), t[4] - t[0], t[1] - t[0], t[2] - t[1], t[3] - t[2],
+                t[4] - t[3]);
+  ddp::log(said);
+  line("recovered " + std::to_string(t[1]) + " " + std::to_string(t[2]) + " " + std::to_string(t[3]) + " " + std::to_string(t[4]) +
+       " step " + std::to_string(step));
 }
 
 std::string format_step(const StepRecord& r) {

@@ -25,6 +25,9 @@ class StepLog {
   StepLog(const std::string& folder, const std::string& replica_id);
   ~StepLog();
   void line(const std::string& text);
+  // Says, and writes, how long the recovery that committed `step` took, and its parts: the times
+  // of the failure, the quorum, the new group, the healing and the step's end.
+  void recovered(int64_t step, const std::vector<double>& at);
 
  private:
   int fd_ = -1;

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # How long a lost replica costs, on this machine, three ways (docs/recovery.md):
-#   chapter 08: from the kill to the survivor's next committed step, and what it is made of
-#     (detection, quorum, new group, healing, the step), for a SIGKILL inside the all-reduce and
-#     for a SIGSTOP (nothing closes: found at --timeout, 2 s);
-#   torchft 0.2.0 itself on the same task (tests/torchft_reference.py), replica 1 gone at step 8,
-#     with its default heartbeat timeout (5000 ms) and with ours (1000 ms); only where the cuda
-#     flavour's virtualenv has torchft, else left out, saying so;
+#   chapter 08: from the kill to the survivor's next committed step: replica 1 SIGKILLed at the
+#     start of step 8, before it asks for that step's quorum (torchft's fault below); and what a
+#     recovery is made of (detection, quorum, new group, healing, the step) for a SIGKILL inside
+#     the all-reduce and for a SIGSTOP (nothing closes: found at --timeout, 2 s);
+#   torchft 0.2.0 itself on the same task (tests/torchft_reference.py), replica 1 exiting at the
+#     start of step 8, before it asks for that step's quorum, with its default heartbeat timeout
+#     (5000 ms) and with ours (1000 ms); only where the cuda flavour's virtualenv has torchft,
+#     else left out, saying so;
 #   the question chapter 08 asks at every step: 08 without a fault against 03, 400 steps each;
 #   chapter 05's restart: 05_ddp with --max-restarts 1 and a checkpoint every step (nothing to
 #     redo), rank 1 killed at step 8, against the same run without the kill: the difference is
@@ -37,19 +39,23 @@ breakdown() {
   sed -n 's/.*to the next committed step on [^:]*: \([0-9.]*\)s = detection \([0-9.]*\)s + quorum \([0-9.]*\)s + new group \([0-9.]*\)s + healing \([0-9.]*\)s + the step \([0-9.]*\)s.*/{"total_s": \1, "detection_s": \2, "quorum_s": \3, "group_s": \4, "healing_s": \5, "step_s": \6}/p' "$1" | head -n 1
 }
 since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }'; }  # seconds since a date +%s.%N
-runs_question="" runs_kill="" runs_stop="" runs_tf5="" runs_tf1="" runs_restart=""
+runs_question="" runs_lost="" runs_kill="" runs_stop="" runs_tf5="" runs_tf1="" runs_restart=""
 venv_python=$root/.venv/bin/python
 have_torchft=$([ -x "$venv_python" ] && "$venv_python" -c "import torchft" 2>/dev/null && echo yes || echo no)
 for k in $(seq 1 "$repeats"); do
   echo "== round $k of $repeats"
-  "$bin/08_fault_tolerance" --replicas 2 --inject r1:allreduce@8 --steps 40 --save-init "$out/init$k.pt" --out "$out/kill$k" > "$out/kill$k.log" 2>&1
+  "$bin/08_fault_tolerance" --replicas 2 --inject r1:quorum@8 --steps 40 --save-init "$out/init$k.pt" --out "$out/lost$k" > "$out/lost$k.log" 2>&1
+  t=$(sed -n 's/.*to the next committed step on r0: \([0-9.]*\)s (no step failed.*/\1/p' "$out/lost$k.log")
+  [ -n "$t" ] || { echo "08's run with r1 lost before its quorum said no time: $out/lost$k.log" >&2; exit 1; }
+  runs_lost+="${runs_lost:+, }$t"
+  "$bin/08_fault_tolerance" --replicas 2 --inject r1:allreduce@8 --steps 40 --out "$out/kill$k" > "$out/kill$k.log" 2>&1
   runs_kill+="${runs_kill:+, }$(breakdown "$out/kill$k.log")"
   "$bin/08_fault_tolerance" --replicas 2 --inject r1:stop@8 --steps 40 --timeout 2 --out "$out/stop$k" > "$out/stop$k.log" 2>&1
   runs_stop+="${runs_stop:+, }$(breakdown "$out/stop$k.log")"
   if [ "$have_torchft" = yes ]; then
-    # The same fault for torchft: replica 1 gone at step 8 (08's kill run's parameters to compare with).
+    # The same fault for torchft: replica 1 gone at the start of step 8 (08's run's parameters to compare with).
     for hb in 5000 1000; do
-      "$venv_python" "$root/tests/torchft_reference.py" --init "$out/init$k.pt" --compare "$out/kill$k/params.r0.pt" --steps 40 \
+      "$venv_python" "$root/tests/torchft_reference.py" --init "$out/init$k.pt" --compare "$out/lost$k/params.r0.pt" --steps 40 \
         --kill-at 8 --heartbeat-timeout-ms $hb --tolerance 1 > "$out/torchft$hb-$k.log" 2>&1
       t=$(sed -n 's/^torchft: from the kill to replica 0.s step 8 committed: \([0-9.]*\)s.*/\1/p' "$out/torchft$hb-$k.log")
       [ "$hb" = 5000 ] && runs_tf5+="${runs_tf5:+, }$t" || runs_tf1+="${runs_tf1:+, }$t"
@@ -70,6 +76,7 @@ for k in $(seq 1 "$repeats"); do
 done
 median() { python3 -c 'import json,statistics,sys; v=json.loads(sys.argv[1]); k=sys.argv[2]; print(round(statistics.median([x[k] if k else x for x in v]), 3))' "[$1]" "${2:-}"; }
 members="\"repeats\": $repeats"
+members+=", \"ch08_lost_before_quorum\": {\"runs_s\": [$runs_lost], \"median_s\": $(median "$runs_lost")}"
 members+=", \"ch08_kill\": {\"runs\": [$runs_kill], \"median_total_s\": $(median "$runs_kill" total_s), \"median_detection_s\": $(median "$runs_kill" detection_s), \"median_quorum_s\": $(median "$runs_kill" quorum_s), \"median_group_s\": $(median "$runs_kill" group_s)}"
 members+=", \"ch08_stop\": {\"runs\": [$runs_stop], \"median_total_s\": $(median "$runs_stop" total_s), \"median_detection_s\": $(median "$runs_stop" detection_s)}"
 if [ "$have_torchft" = yes ]; then

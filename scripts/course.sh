@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the course (01-08), each chapter at world size 2, from a build folder (scripts/run.sh
+# Runs the course (01-08), each chapter at world size 2 (08: three replicas), from a build folder (scripts/run.sh
 # sets up and builds build-cpu/, running each chapter as soon as it is built; a GPU host with its
 # own build runs this directly).
 # Usage: scripts/course.sh [build folder]   (default: build-cpu)
@@ -74,7 +74,7 @@ chapter_08_fault_tolerance() {
   local bin=$1
   echo
   echo "== 08_fault_tolerance: three replicas, one killed in its all-reduce and replaced; the others never stop"
-  "$bin/08_fault_tolerance" --replicas 3 --inject r1:allreduce@8 --replace-after 0.3
+  "$bin/08_fault_tolerance" --replicas 3 --inject r1:allreduce@8 --replace-after 0 --steps 100 --step-ms 50
 }
 
 course_done() {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up, builds (CPU/Gloo) and runs the course (01-08), each chapter at world size 2, in order:
+# Sets up, builds (CPU/Gloo) and runs the course (01-08), each chapter at world size 2 (08: three replicas), in order:
 # chapter 01 runs as soon as it is built, while the later chapters build in the background, each
 # one run once it is built (the chapters themselves: scripts/course.sh). Ctrl-C or SIGTERM stops
 # it and everything it started (Note [Stop means stop], stop.sh).

@@ -148,10 +148,9 @@ TEST(FaultTolerance, BadInputExits2WithWhy) {
 // torchft itself (0.2.0, in the cuda flavour's virtualenv, which scripts/setup.sh cuda makes): its
 // lighthouse, Manager, DDP and Optimizer on the same task from the same initial parameters, with
 // the data position kept as 08 keeps it (tests/torchft_reference.py). Two replicas, momentum 0.9:
-// without a fault, and with replica 1 gone at step 8 (torchft's replica exits before it asks for
-// step 8's quorum; 08's dies in that step's forward, so 08's survivors fail the step and compute it
-// again alone: the same arithmetic). Both sum, then divide by the participants; at 2 the sum is
-// a+b in any order, so the bits must agree.
+// without a fault, and with replica 1 gone at the start of step 8, before it asks for that step's
+// quorum, on both sides (08's --fault quorum@8): replica 0 trains on alone. Both sum, then divide
+// by the participants; at 2 the sum is a+b in any order, so the bits must agree.
 TEST(FaultTolerance, TorchftComputesTheSameBitsWithAndWithoutALostReplica) {
 #ifndef DDP_REFERENCE_PYTHON
   GTEST_SKIP() << "no Python with PyTorch configured (DDP_REFERENCE_PYTHON): scripts/build.sh sets it";
@@ -165,7 +164,7 @@ TEST(FaultTolerance, TorchftComputesTheSameBitsWithAndWithoutALostReplica) {
     SCOPED_TRACE("kill at " + kill);
     const std::string run = dir + "/kill" + kill;
     std::vector<std::string> args{"--replicas", "2", "--momentum", "0.9", "--save-init", run + ".init.pt", "--out", run};
-    if (kill != "-1") args.insert(args.end(), {"--inject", "r1:forward@" + kill});
+    if (kill != "-1") args.insert(args.end(), {"--inject", "r1:quorum@" + kill});
     ProcResult ours = chapter08(args);
     expect_checked(ours);
     ProcResult theirs = run_one({{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/torchft_reference.py", "--init",

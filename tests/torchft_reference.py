@@ -73,7 +73,7 @@ def replica(rid, args, lighthouse, out_dir, port, ready):
         x, y = batch(position // args.batch + j, 0, args.batch, 1)
         nn.functional.mse_loss(ddp(x), y).backward()
         before = manager.current_step()
-        opt.step()  # applied only if every participant's step succeeded
+        opt.step()  # applied only if this replica group's should_commit() says so
         if manager.current_step() > before:
             log.write(f"step {before} participants {n} at {time.monotonic()}\n")
             position += n * args.batch

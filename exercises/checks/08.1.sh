@@ -6,11 +6,11 @@
 # proves: with --shrink-only (a launcher flag, handed to its lighthouse), the first quorum still
 #         forms of all three replicas; after it, a replica outside the last quorum joins none:
 #         r3, started at once when r1 is killed in step 8's all-reduce, is in no quorum the
-#         lighthouse issues, and ends saying the run ended without it, while r0 and r2 train on
-#         with two contributors a step and the run's own checks (the step logs, the replay) pass.
-#         Without the flag nothing changed: r3 joins, heals from a survivor, and the run ends
-#         with the fingerprint it ended with before the exercise (the same for every right answer:
-#         the arithmetic is fixed by who contributed).
+#         lighthouse issues, and ends saying the run ended without it, while the run's own checks
+#         (the step logs, the replay) pass. Then the lighthouse alone, started by hand with
+#         --shrink-only, and two replicas: a third started while they train (after their step 10)
+#         joins no quorum, and the two train on, two contributors every step. Without the flag
+#         nothing changed: the replacement joins and heals from a survivor.
 source "$(dirname "$0")/lib.sh"
 common=(--replicas 3 --inject r1:allreduce@8 --replace-after 0 --steps 100 --step-ms 50)
 run 120 "$WORK/shrink.log" 08_fault_tolerance "${common[@]}" --shrink-only --out "$WORK/shrink"
@@ -29,8 +29,30 @@ grep -q "^\[replica r3\] the run ended at step 100 before this replica could joi
 [ "$(grep -c '^\[launcher\] check: .*: OK$' "$WORK/shrink.log")" = 3 ] ||
   fail "the run's own checks did not all pass with --shrink-only: $(grep '^\[launcher\] check' "$WORK/shrink.log")"
 grep -q "^\[launcher\] 4 replicas ran, 1 lost, 0 failed" "$WORK/shrink.log" || fail "$(grep '^\[launcher\] .* replicas ran' "$WORK/shrink.log")"
-# Without the flag: as before the exercise. r3 joins and heals; the fingerprint is what the given
-# program printed (every contributor's samples and the arithmetic fixed by the schedule).
+# The lighthouse itself, started by hand with the flag (not through the launcher): r0 and r1 train,
+# r2 starts once they have committed step 10, and must never be let in.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+hand=(--lighthouse "127.0.0.1:$port" --run shrink --out "$WORK/hand" --steps 100 --step-ms 40)
+run 90 "$WORK/lighthouse.log" 08_fault_tolerance --lighthouse-only --port "$port" --run shrink --expect 2 --shrink-only --serve-for 40 &
+lighthouse=$!
+sleep 1
+run 90 "$WORK/r0.log" 08_fault_tolerance --replica-id r0 "${hand[@]}" &
+r0=$!
+run 90 "$WORK/r1.log" 08_fault_tolerance --replica-id r1 "${hand[@]}" &
+r1=$!
+for _ in $(seq 1 600); do grep -q "^step 10 " "$WORK/hand/steps.r0.txt" 2>/dev/null && break; sleep 0.05; done
+grep -q "^step 10 " "$WORK/hand/steps.r0.txt" 2>/dev/null || fail "r0 and r1 did not reach step 10 with a lighthouse started by hand: $(tail -n 2 "$WORK/r0.log")"
+run 90 "$WORK/r2.log" 08_fault_tolerance --replica-id r2 "${hand[@]}"
+wait $r0 $r1
+kill $lighthouse 2> /dev/null; wait $lighthouse 2> /dev/null
+grep -q "^\[replica r2\] the run ended at step 100 before this replica could join" "$WORK/r2.log" ||
+  fail "a lighthouse started by hand with --shrink-only let r2 in, or r2 did not end with the run: $(tail -n 2 "$WORK/r2.log")"
+if grep -E "^\[lighthouse\] quorum [0-9]+ .*r2@" "$WORK/lighthouse.log" > /dev/null || [ -s "$WORK/hand/steps.r2.txt" ]; then
+  fail "the lighthouse started with --shrink-only let r2 into a quorum: only members of the last quorum may be candidates"
+fi
+[ "$(grep -c '^step .* contributors r0,r1 ' "$WORK/hand/steps.r0.txt")" = 100 ] ||
+  fail "r0 and r1 did not train every step together: $(grep '^step' "$WORK/hand/steps.r0.txt" | grep -vc 'contributors r0,r1 ') steps had other contributors"
+# Without the flag: as before the exercise, r3 joins and heals.
 run 120 "$WORK/grow.log" 08_fault_tolerance "${common[@]}" --out "$WORK/grow" ||
   fail "the run without --shrink-only failed: $(grep -E 'error|FAILED' "$WORK/grow.log" | head -n 3)"
 grep -q "^\[replica r3\] quorum [0-9]*: r0 r2 r3, rank 2 of 3, a new group; healing from r0" "$WORK/grow.log" ||

@@ -19,7 +19,7 @@ int serve_lighthouse(const Options& o) {
   signal(SIGTERM, [](int) { stop_asked = 1; });
   auto store = host_lighthouse_store("127.0.0.1", o.port);
   Lighthouse lighthouse(store, o.run, o.quorum);
-  ddp::log("serving run '" + o.run + "' on port " + std::to_string(o.port) + " (min replicas " +
+  ddp::log("serving run '" + o.run + "' on 0.0.0.0:" + std::to_string(o.port) + " (every address of this host; min replicas " +
            std::to_string(o.quorum.min_replicas) + ", join timeout " + ddp::seconds(o.quorum.join_timeout_s) +
            ", heartbeat timeout " + ddp::seconds(o.quorum.heartbeat_timeout_s) + ")");
   const double start = ddp::monotonic_seconds();

@@ -29,7 +29,8 @@
 #    01.2 with the backend's lines printed by the program, and 02.2 restarting only exit 3 or
 #    with a 'not restarting' that gives no reason, or a list of codes that leaves exit 1 out; 06.1
 #    with its line printed whenever a run resumes, the restart written in (students found those);
-#    07.1 with nothing kept whole, the class's byte count and the peak doctored (a student's).
+#    07.1 with nothing kept whole, the class's byte count and the peak doctored (a student's);
+#    08.1 with the lighthouse unchanged and the launcher holding the replacement back (a reviewer's).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "$1" && pwd)
@@ -326,6 +327,25 @@ open(main, "w").write(s.replace(counted, counted + """
 PY
 if fake_build 07_fsdp; then
   faked counter 07.1 "the class says its rings sent" "nothing kept whole, the class's count and the peak doctored"
+fi
+
+# 08.1, one fake (review 19's route): the flag added and handed on, the lighthouse unchanged, and
+# the launcher holding the replacement back until the others have finished, so that it comes too late.
+solved 08.1
+python3 - "$scratch/course/08_fault_tolerance/quorum.cpp" "$scratch/course/08_fault_tolerance/launch.cpp" <<'PY'
+import sys
+quorum, launch = sys.argv[1], sys.argv[2]
+s = open(quorum).read()
+cond = "  if (o.shrink_only && s.previous) {"
+assert cond in s, "08.1's solution is gone from quorum.cpp: update this test"
+open(quorum, "w").write("#include <cstdlib>\n" + s.replace(cond, "  if (o.shrink_only && s.previous && !std::getenv(\"DDP_FAKE\")) {"))
+s = open(launch).read()
+wait = "      if (now < replace_at[k]) continue;"
+assert wait in s, "the launcher's replacement loop is gone from launch.cpp: update this test"
+open(launch, "w").write(s.replace(wait, "      if (now < replace_at[k] || (std::getenv(\"DDP_FAKE\") && o.quorum.shrink_only && running() > 0)) continue;"))
+PY
+if fake_build 08_fault_tolerance; then
+  faked hold 08.1 "a lighthouse started by hand with --shrink-only let r2 in" "the launcher holding the replacement back, the lighthouse unchanged"
 fi
 
 # 6. Programs of the checks' names first on PATH (the student's route: a `timeout` that prints

@@ -91,12 +91,17 @@ bool check_run(const std::string& out, const ddp::toy::TrainConfig& cfg) {
   std::map<int64_t, StepRecord> schedule;
   std::map<std::string, std::string> finals;
   bool agree = true;
-  struct Fault { std::string id, what; double at; };
+  struct Fault { std::string id, what; double at; int64_t step; };
   std::vector<Fault> faults;
   std::vector<std::pair<double, std::vector<double>>> recoveries;  // failed at, then quorum, group, healed, done
   std::vector<std::string> recovered_ids;
   std::vector<HealRecord> heals;
-  std::vector<std::pair<double, std::string>> commits;  // when each replica committed a step
+  struct Commit {
+    double at;
+    std::string id;
+    int64_t step;
+  };
+  std::vector<Commit> commits;  // when each replica committed each step
   for (const auto& entry : std::filesystem::directory_iterator(out)) {
     const std::string name = entry.path().filename().string();
     if (name.rfind("steps.", 0) != 0) continue;
@@ -118,7 +123,7 @@ bool check_run(const std::string& out, const ddp::toy::TrainConfig& cfg) {
         int64_t step = 0;
         double at = 0;
         words >> step >> at_word >> at;
-        commits.push_back({at, id});
+        commits.push_back({at, id, step});
       } else if (kind == "healed") {
         std::string from_word, step_word;
         HealRecord h{id, "", 0};
@@ -131,7 +136,7 @@ bool check_run(const std::string& out, const ddp::toy::TrainConfig& cfg) {
         int64_t step = 0;
         double at = 0;
         words >> where >> step_word >> step >> at_word >> at;
-        faults.push_back({id, where + " of step " + std::to_string(step), at});
+        faults.push_back({id, where + " of step " + std::to_string(step), at, step});
       } else if (kind == "failed") {
         words >> failed;
       } else if (kind == "recovered" && failed >= 0) {
@@ -204,7 +209,7 @@ bool check_run(const std::string& out, const ddp::toy::TrainConfig& cfg) {
                            : ", max |diff| " + std::string(diff_text) + " <= 1e-05 (" + std::to_string(most) +
                                  " contributors a step: Gloo's ring adds in its own order)"));
   }
-  std::sort(commits.begin(), commits.end());
+  std::sort(commits.begin(), commits.end(), [](const Commit& a, const Commit& b) { return a.at < b.at; });
   for (const Fault& f : faults) {
     bool said = false;
     for (size_t k = 0; k < recoveries.size() && !said; ++k) {  // a step failed: the recovery's parts
@@ -216,11 +221,11 @@ bool check_run(const std::string& out, const ddp::toy::TrainConfig& cfg) {
       ddp::log("from the fault (" + f.id + ", " + f.what + ") to the next committed step on " + recovered_ids[k] + line);
       said = true;
     }
-    for (const auto& [at, id] : commits) {  // no step failed (a replica lost before it asked, or after its vote)
-      if (said || at < f.at || id == f.id) continue;
+    for (const Commit& c : commits) {  // no step failed (a replica lost before it asked, or after its vote)
+      if (said || c.at < f.at || c.id == f.id || c.step < f.step) continue;
       char line[120];
-      std::snprintf(line, sizeof(line), ": %.3fs (no step failed: the next quorum left it out)", at - f.at);
-      ddp::log("from the fault (" + f.id + ", " + f.what + ") to the next committed step on " + id + line);
+      std::snprintf(line, sizeof(line), ": %.3fs (no step failed: the next quorum left it out)", c.at - f.at);
+      ddp::log("from the fault (" + f.id + ", " + f.what + ") to the next committed step on " + c.id + line);
       said = true;
     }
   }

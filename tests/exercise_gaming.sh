@@ -345,7 +345,7 @@ assert wait in s, "the launcher's replacement loop is gone from launch.cpp: upda
 open(launch, "w").write(s.replace(wait, "      if (now < replace_at[k] || (std::getenv(\"DDP_FAKE\") && o.quorum.shrink_only && running() > 0)) continue;"))
 PY
 if fake_build 08_fault_tolerance; then
-  faked hold 08.1 "a lighthouse started by hand with --shrink-only let r2 in" "the launcher holding the replacement back, the lighthouse unchanged"
+  faked hold 08.1 "a lighthouse started by hand with --shrink-only let r2, which came" "the launcher holding the replacement back, the lighthouse unchanged"
 fi
 
 # 6. Programs of the checks' names first on PATH (the student's route: a `timeout` that prints

@@ -121,15 +121,17 @@ kind=$(field kind "$check")
 # copy_given <first commit>: that commit's files into .given/, each copied only when it differs (a
 # build there then makes only what changed).
 given=$root/.given
+given_tmp=""  # copy_given's scratch folder: a global, which the EXIT trap still sees after the function returned
+trap 'rm -rf "${given_tmp:-}"' EXIT  # also when stopped half-way (stop.sh exits through it)
 copy_given() {
-  local fresh f
-  fresh=$(mktemp -d "${TMPDIR:-/tmp}/given.XXXXXX")
-  trap 'rm -rf "$fresh"' EXIT  # also when stopped half-way (stop.sh exits through it)
-  git -C "$root" archive "$1" | tar -x -C "$fresh"
-  (cd "$fresh" && find . -type f -printf '%P\n') | while read -r f; do
-    cmp -s "$fresh/$f" "$given/$f" || { mkdir -p "$(dirname "$given/$f")" && cp "$fresh/$f" "$given/$f"; }
+  local f
+  given_tmp=$(mktemp -d "${TMPDIR:-/tmp}/given.XXXXXX")
+  git -C "$root" archive "$1" | tar -x -C "$given_tmp"
+  (cd "$given_tmp" && find . -type f -printf '%P\n') | while read -r f; do
+    cmp -s "$given_tmp/$f" "$given/$f" || { mkdir -p "$(dirname "$given/$f")" && cp "$given_tmp/$f" "$given/$f"; }
   done
-  rm -rf "$fresh"
+  rm -rf "$given_tmp"
+  given_tmp=""
 }
 # A copy without the solutions is a handout; without its git history it cannot say what was handed out.
 if [ "$kind" = observation ] && [ ! -d "$root/exercises/solutions" ] && ! handout_commit "$root" > /dev/null; then
@@ -190,7 +192,8 @@ if [ "$kind" = coding ] && first=$(handout_commit "$root"); then
   copy_given "$first"
   check=$given/exercises/checks/$id.sh
   trusts=$(field trusts "$check")
-  changed=$(git -C "$root" diff --name-only "$first" -- $trusts | tr '\n' ' ')
+  changed=""  # no `# trusts:` line, nothing to compare (git diff with no path would list every change)
+  [ -z "$trusts" ] || changed=$(git -C "$root" diff --name-only "$first" -- $trusts | tr '\n' ' ')
   if [ -n "$changed" ]; then
     echo "FAIL $id: this check counts what ran with files as handed out, and your copy changes ${changed% }: put them back (git checkout $(git -C "$root" rev-parse --short "$first") -- ${changed% }) and check again"
     exit 1

@@ -109,6 +109,13 @@ if [ "${1:-}" = --handout ]; then
   [ $code = 1 ] && [[ $out == *"FAIL 01.2: this check counts what ran with files as handed out, and your copy changes common/group/collective_count.cpp"* ]] ||
     { echo "check 01.2 in the handout, the backend's count changed: exit $code: $out"; exit 1; }
   git -C "$scratch/h" checkout -q -- common/group/collective_count.cpp exercises/checks/01.2.sh
+  # A check without a `# trusts:` line compares nothing: the files its exercise changes are the
+  # student's work (student review 20: 08.1's right answer was refused, every changed file named).
+  echo "// a change" >> "$scratch/h/02_spawn/restarts.cpp"
+  out=$(DDP_BUILD=$build DDP_EXERCISE_NO_BUILD=1 "$scratch/h/scripts/exercise.sh" 02.2 2>&1); code=$?
+  [ $code = 1 ] && [[ $out == *"FAIL 02.2: "* ]] && [[ $out != *"files as handed out"* ]] && [[ $out != *"unbound variable"* ]] ||
+    { echo "check 02.2 (no trusts line) in the handout, its exercise's file changed: exit $code: $out"; exit 1; }
+  git -C "$scratch/h" checkout -q -- 02_spawn/restarts.cpp
   # An observation check runs the course as handed out, built in .given/ (Note [Observations of
   # the course as handed out]), never the student's build: here not built, it says so; and its
   # script started directly refuses.

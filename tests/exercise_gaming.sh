@@ -30,7 +30,8 @@
 #    with a 'not restarting' that gives no reason, or a list of codes that leaves exit 1 out; 06.1
 #    with its line printed whenever a run resumes, the restart written in (students found those);
 #    07.1 with nothing kept whole, the class's byte count and the peak doctored (a student's);
-#    08.1 with the lighthouse unchanged and the launcher holding the replacement back (a reviewer's).
+#    08.1 with the lighthouse unchanged and the launcher holding the replacement back (a reviewer's),
+#    or keeping out whoever was not in the first quorum, not the last (a student's).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "$1" && pwd)
@@ -338,14 +339,27 @@ quorum, launch = sys.argv[1], sys.argv[2]
 s = open(quorum).read()
 cond = "  if (o.shrink_only && s.previous) {"
 assert cond in s, "08.1's solution is gone from quorum.cpp: update this test"
-open(quorum, "w").write("#include <cstdlib>\n" + s.replace(cond, "  if (o.shrink_only && s.previous && !std::getenv(\"DDP_FAKE\")) {"))
+hold = '(std::getenv("DDP_FAKE") && std::string(std::getenv("DDP_FAKE")) == "hold")'
+open(quorum, "w").write("#include <cstdlib>\n" + s.replace(cond, "  if (o.shrink_only && s.previous && !" + hold + ") {"))
 s = open(launch).read()
 wait = "      if (now < replace_at[k]) continue;"
 assert wait in s, "the launcher's replacement loop is gone from launch.cpp: update this test"
-open(launch, "w").write(s.replace(wait, "      if (now < replace_at[k] || (std::getenv(\"DDP_FAKE\") && o.quorum.shrink_only && running() > 0)) continue;"))
+open(launch, "w").write(s.replace(wait, "      if (now < replace_at[k] || (" + hold + " && o.quorum.shrink_only && running() > 0)) continue;"))
+PY
+# And student review 20's: the lighthouse keeping out whoever was not in the *first* quorum, not
+# the last (DDP_FAKE=first; the launcher untouched): a member dropped and back must stay out.
+python3 - "$scratch/course/08_fault_tolerance/quorum.cpp" <<'PY'
+import sys
+quorum = sys.argv[1]
+s = open(quorum).read()
+keep = "      for (const Member& m : s.previous->members)"
+assert keep in s, "08.1's solution's filter is gone from quorum.cpp: update this test"
+open(quorum, "w").write(s.replace(keep, """      static const std::vector<Member> first_quorum = s.previous->members;  // the fake: the first quorum, kept
+      for (const Member& m : std::getenv("DDP_FAKE") && std::string(std::getenv("DDP_FAKE")) == "first" ? first_quorum : s.previous->members)"""))
 PY
 if fake_build 08_fault_tolerance; then
-  faked hold 08.1 "a lighthouse started by hand with --shrink-only let r2, which came" "the launcher holding the replacement back, the lighthouse unchanged"
+  faked hold 08.1 "a lighthouse started by hand with --shrink-only let r2 back" "the launcher holding the replacement back, the lighthouse unchanged"
+  faked first 08.1 "a lighthouse started by hand with --shrink-only let r2 back" "the first quorum's members let in, not the last's"
 fi
 
 # 6. Programs of the checks' names first on PATH (the student's route: a `timeout` that prints

@@ -352,10 +352,10 @@ python3 - "$scratch/course/08_fault_tolerance/quorum.cpp" <<'PY'
 import sys
 quorum = sys.argv[1]
 s = open(quorum).read()
-keep = "      for (const Member& m : s.previous->members)"
-assert keep in s, "08.1's solution's filter is gone from quorum.cpp: update this test"
-open(quorum, "w").write(s.replace(keep, """      static const std::vector<Member> first_quorum = s.previous->members;  // the fake: the first quorum, kept
-      for (const Member& m : std::getenv("DDP_FAKE") && std::string(std::getenv("DDP_FAKE")) == "first" ? first_quorum : s.previous->members)"""))
+keep, kept = "      for (const Member& m : s.previous->members)", "    std::vector<Member> kept;"
+assert keep in s and kept in s, "08.1's solution's filter is gone from quorum.cpp: update this test"
+s = s.replace(kept, kept + "\n    static const std::vector<Member> first_quorum = s.previous->members;  // the fake: the first quorum, kept")
+open(quorum, "w").write(s.replace(keep, """      for (const Member& m : std::getenv("DDP_FAKE") && std::string(std::getenv("DDP_FAKE")) == "first" ? first_quorum : s.previous->members)"""))
 PY
 if fake_build 08_fault_tolerance; then
   faked hold 08.1 "a lighthouse started by hand with --shrink-only let r2 back" "the launcher holding the replacement back, the lighthouse unchanged"

@@ -305,7 +305,7 @@ int launch(const Options& o, int argc, char** argv) {
       else ddp::log("the run did not end within " + ddp::seconds(limit) + ": every replica and the lighthouse stopped");
       return interrupted ? 130 : ddp::kExitFailure;
     }
-    if (o.lighthouse_down_s > 0 && !lighthouse_killed && reached(out, static_cast<int64_t>(o.lighthouse_down_at_s))) {
+    if (o.lighthouse_down_s > 0 && !lighthouse_killed && reached(out, o.lighthouse_down_step)) {
       down_since = now;
       kill(lighthouse, SIGKILL), waitpid(lighthouse, nullptr, 0), lighthouse_killed = true;
       ddp::log("killed the lighthouse (--lighthouse-down): back in " + ddp::seconds(o.lighthouse_down_s));

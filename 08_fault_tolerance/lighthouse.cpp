@@ -203,7 +203,6 @@ void LighthouseClient::beat_loop() {
       }
     }
     if (fd >= 0 && ::send(fd, ".", 1, MSG_NOSIGNAL) != 1) ::close(fd), fd = -1;  // reconnects next time
-    down_ = fd < 0;
     sleep_s(0.1);
   }
   if (fd >= 0) ::close(fd);

@@ -100,7 +100,7 @@ class LighthouseClient {
   int beat_port_ = 0;
   std::string epoch_;
   int64_t seq_ = 0;
-  std::atomic<bool> stop_{false}, down_{false};
+  std::atomic<bool> stop_{false};
   std::thread beats_;
 };
 

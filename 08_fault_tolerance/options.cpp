@@ -65,7 +65,7 @@ void parse_options(int argc, char** argv, Options& o) {
     const size_t colon = down.find(':');
     try {
       if (colon == std::string::npos) throw std::invalid_argument("no colon");
-      o.lighthouse_down_at_s = std::stod(down.substr(0, colon)), o.lighthouse_down_s = std::stod(down.substr(colon + 1));
+      o.lighthouse_down_step = std::stoll(down.substr(0, colon)), o.lighthouse_down_s = std::stod(down.substr(colon + 1));
     } catch (const std::exception&) {
       std::fprintf(stderr, "--lighthouse-down: '%s' is not K:S (a step, then seconds)\n", down.c_str());
       ddp::leave_now(ddp::kExitUsage);

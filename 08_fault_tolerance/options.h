@@ -33,7 +33,7 @@ struct Options {
   std::vector<std::string> faults;  // --inject ID:WHERE@STEP
   double replace_after_s = -1;  // --replace-after S: start a new replica S seconds after one is lost
   double lighthouse_down_s = 0; // --lighthouse-down K:S: kill the lighthouse once step K is committed,
-  double lighthouse_down_at_s = 0;  // start it again S seconds later (K here)
+  int64_t lighthouse_down_step = 0;  // start it again S seconds later (K here)
 };
 
 // Parses argv into `o` (exit 2 on a bad flag, with why).

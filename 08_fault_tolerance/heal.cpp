@@ -19,14 +19,23 @@ void recv(ddp::Backend& pg, torch::Tensor t, int from, int tag) {
 
 }  // namespace
 
-int64_t send_state(ddp::Backend& pg, int to, ReplicaState& s) {
+std::string optimizer_bytes(const torch::optim::Optimizer& optimizer) {
   std::ostringstream blob;
-  {
-    torch::serialize::OutputArchive archive;
-    s.optimizer->save(archive);
-    archive.save_to(blob);
-  }
-  const std::string bytes = blob.str();
+  torch::serialize::OutputArchive archive;
+  optimizer.save(archive);
+  archive.save_to(blob);
+  return blob.str();
+}
+
+void load_optimizer_bytes(torch::optim::Optimizer& optimizer, const std::string& bytes) {
+  std::istringstream blob(bytes);
+  torch::serialize::InputArchive archive;
+  archive.load_from(blob);
+  optimizer.load(archive);
+}
+
+int64_t send_state(ddp::Backend& pg, int to, ReplicaState& s) {
+  const std::string bytes = optimizer_bytes(*s.optimizer);
   torch::Tensor header = torch::tensor({s.step, s.position, static_cast<int64_t>(bytes.size())}, torch::kInt64);
   send(pg, header, to, kTag);
   int64_t sent = header.numel() * 8;
@@ -50,10 +59,7 @@ int64_t recv_state(ddp::Backend& pg, int from, ReplicaState& s) {
   }
   torch::Tensor opt = torch::empty({header[2].item<int64_t>()}, torch::kUInt8);
   recv(pg, opt, from, kTag + 2);
-  std::istringstream blob(std::string(static_cast<const char*>(opt.data_ptr()), static_cast<size_t>(opt.numel())));
-  torch::serialize::InputArchive archive;
-  archive.load_from(blob);
-  s.optimizer->load(archive);
+  load_optimizer_bytes(*s.optimizer, std::string(static_cast<const char*>(opt.data_ptr()), static_cast<size_t>(opt.numel())));
   s.step = header[0].item<int64_t>(), s.position = header[1].item<int64_t>();
   return got + opt.numel();
 }

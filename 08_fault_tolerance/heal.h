@@ -23,6 +23,11 @@ struct ReplicaState {
   int64_t position = 0;  // samples of the stream consumed by committed steps
 };
 
+// An optimizer's state as bytes (LibTorch's archive), and back: what healing sends, and what the
+// launcher's replay copies from one replica to another.
+std::string optimizer_bytes(const torch::optim::Optimizer& optimizer);
+void load_optimizer_bytes(torch::optim::Optimizer& optimizer, const std::string& bytes);
+
 // Both return the bytes that crossed the network. Errors (a peer gone) throw.
 int64_t send_state(ddp::Backend& pg, int to, ReplicaState& s);
 int64_t recv_state(ddp::Backend& pg, int from, ReplicaState& s);

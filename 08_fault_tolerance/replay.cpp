@@ -1,6 +1,8 @@
 // provides: replay(), the single-process reference of a run with faults.
 #include "08_fault_tolerance/launch.h"
 
+#include "08_fault_tolerance/heal.h"
+
 #include <sstream>
 
 namespace ch08 {
@@ -43,14 +45,7 @@ Replica fresh(const ddp::toy::TrainConfig& cfg) {
 void copy_state(const Replica& from, Replica& to) {
   torch::NoGradGuard no_grad;
   for (size_t k = 0; k < to.params.size(); ++k) to.params[k].copy_(from.params[k]);
-  std::ostringstream blob;
-  torch::serialize::OutputArchive out;
-  from.optimizer->save(out);
-  out.save_to(blob);
-  std::istringstream in(blob.str());
-  torch::serialize::InputArchive archive;
-  archive.load_from(in);
-  to.optimizer->load(archive);
+  load_optimizer_bytes(*to.optimizer, optimizer_bytes(*from.optimizer));
 }
 
 }  // namespace

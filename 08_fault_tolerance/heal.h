@@ -2,6 +2,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include "08_fault_tolerance/local_sgd.h"
 #include "common/group/compat.h"
 
 namespace ch08 {
@@ -14,13 +15,15 @@ namespace ch08 {
 // the donor waits for it, the other members go on to their forward. torchft's Manager sends the
 // same state by a transport of its own (HTTP by default: torchft/checkpointing/), beside the
 // step. The state is everything a step reads: the parameters, the optimizer's state (momentum buffers, step
-// counts: serialized by LibTorch), the step count and the data position. Sent in place: the
-// parameters arrive in the tensors the model already holds.
+// counts: serialized by LibTorch), the step count and the data position, and under DiLoCo the
+// global parameters and the outer optimizer's state. Sent in place: the parameters arrive in the
+// tensors the model already holds.
 struct ReplicaState {
   std::vector<torch::Tensor> params;
   torch::optim::Optimizer* optimizer = nullptr;
   int64_t step = 0;      // committed steps
   int64_t position = 0;  // samples of the stream consumed by committed steps
+  Diloco* diloco = nullptr;  // under DiLoCo (Note [DiLoCo]): its global parameters and outer optimizer
 };
 
 // An optimizer's state as bytes (LibTorch's archive), and back: what healing sends, and what the

@@ -87,7 +87,7 @@ bool check(bool ok, const std::string& what) {
 }
 
 // The run's checks, from the step logs (Note [The step log is the schedule]).
-bool check_run(const std::string& out, const ddp::toy::TrainConfig& cfg) {
+bool check_run(const std::string& out, const ddp::toy::TrainConfig& cfg, const Outer& outer) {
   std::map<int64_t, StepRecord> schedule;
   std::map<std::string, std::string> finals;
   bool agree = true;
@@ -165,7 +165,7 @@ bool check_run(const std::string& out, const ddp::toy::TrainConfig& cfg) {
     local = local || r.average != "gradients";
   }
   if (local) {  // local SGD: replicas differ between averages; each is held to its own replay
-    const auto replayed = replay_local(steps, heals, cfg);
+    const auto replayed = replay_local(steps, heals, cfg, outer);
     bool all = !finals.empty();
     double worst = 0;
     for (const auto& [id, f] : finals) {
@@ -183,7 +183,7 @@ bool check_run(const std::string& out, const ddp::toy::TrainConfig& cfg) {
     char diff_text[32];
     std::snprintf(diff_text, sizeof(diff_text), "%.3g", worst);
     ok &= check(all, std::to_string(finals.size()) + " replica(s) finished, each equal to a single-process replay of its own " +
-                         "steps and the averages (local SGD): " +
+                         "steps and the averages (" + (outer.lr > 0 ? "DiLoCo" : "local SGD") + "): " +
                          (most <= 2 ? "bit-identical (at most 2 contributors a step)"
                                     : "max |diff| " + std::string(diff_text) + " <= 1e-05 (" + std::to_string(most) +
                                           " contributors a step: Gloo's ring adds in its own order)"));
@@ -277,7 +277,8 @@ int launch(const Options& o, int argc, char** argv) {
                                "--batch", std::to_string(cfg.batch), "--seed", std::to_string(cfg.seed), "--optimizer",
                                cfg.optimizer, "--momentum", num(cfg.momentum), "--contributors", std::to_string(o.contributors),
                                "--timeout", num(o.timeout_s), "--quorum-deadline", num(o.quorum_deadline_s), "--step-ms",
-                               num(o.step_ms), "--sync-every", std::to_string(o.sync_every)};
+                               num(o.step_ms), "--sync-every", std::to_string(o.sync_every), "--outer-lr",
+                               num(o.outer.lr), "--outer-momentum", num(o.outer.momentum)};
     if (injected.count(id)) a.push_back("--fault"), a.push_back(injected[id]);
     if (id == "r0" && !o.train.save_init.empty()) a.push_back("--save-init"), a.push_back(o.train.save_init);
     return a;
@@ -344,7 +345,7 @@ int launch(const Options& o, int argc, char** argv) {
   ddp::log(std::to_string(children.size()) + " replicas ran, " +
            std::to_string(std::count_if(children.begin(), children.end(), [](const Child& c) { return c.lost; })) + " lost, " +
            std::to_string(failed) + " failed; checking the run");
-  const bool ok = check_run(out, cfg);
+  const bool ok = check_run(out, cfg, o.outer);
   return ok && failed == 0 ? ddp::kExitOk : ddp::kExitFailure;
 }
 

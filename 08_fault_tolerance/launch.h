@@ -20,15 +20,16 @@ int launch(const Options& o, int argc, char** argv);
 // divided by their number, the optimizer stepped. Returns the final parameters.
 std::vector<torch::Tensor> replay(const std::vector<StepRecord>& schedule, const ddp::toy::TrainConfig& cfg);
 
-// Local SGD (Note [Local SGD]): every replica of the schedule replayed on its own, each
-// contributor stepping on its slice, the parameters averaged at the steps that averaged them;
-// `heals` says who healed from whom before which step. Returns each replica's final parameters.
+// Local SGD and DiLoCo (Note [Local SGD], Note [DiLoCo]): every replica of the schedule replayed
+// on its own, each contributor stepping on its slice, the parameters averaged (or DiLoCo's outer
+// step taken, or the local steps discarded) at the steps that did so; `heals` says who healed
+// from whom before which step. Returns each replica's final parameters.
 struct HealRecord {
   std::string replica, donor;
   int64_t step = 0;
 };
 std::map<std::string, std::vector<torch::Tensor>> replay_local(const std::vector<StepRecord>& schedule,
                                                                const std::vector<HealRecord>& heals,
-                                                               const ddp::toy::TrainConfig& cfg);
+                                                               const ddp::toy::TrainConfig& cfg, const Outer& outer);
 
 }  // namespace ch08

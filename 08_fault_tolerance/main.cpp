@@ -10,7 +10,7 @@
 // Usage (one command: a lighthouse and the replicas on this machine, faults on purpose):
 //   ./build-cpu/08_fault_tolerance --replicas 2
 //   ./build-cpu/08_fault_tolerance --replicas 3 --inject r1:allreduce@8 --replace-after 0 --steps 100 --step-ms 50
-//   ./build-cpu/08_fault_tolerance --replicas 2 --sync-every 4          # local SGD (Note [Local SGD])
+//   ./build-cpu/08_fault_tolerance --replicas 2 --sync-every 4 [--outer-lr 0.7]  # local SGD [DiLoCo]
 // By hand, one terminal each (the lighthouse first; --expect 2: the first quorum waits for both):
 //   ./build-cpu/08_fault_tolerance --lighthouse-only --port 29510 --expect 2
 //   ./build-cpu/08_fault_tolerance --replica-id r0 --lighthouse 127.0.0.1:29510
@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
     auto model = ddp::toy::make_model(cfg.seed);
     std::vector<torch::Tensor> params = model->parameters();
     auto optimizer = ddp::toy::make_optimizer(params, cfg);
-    ch08::ReplicaState state{params, optimizer.get(), 0, 0};
+    ch08::Diloco diloco = ch08::make_diloco(params, o.outer);  // --outer-lr: DiLoCo's state (Note [DiLoCo])
+    ch08::ReplicaState state{params, optimizer.get(), 0, 0, diloco.outer ? &diloco : nullptr};
     ch08::StepLog steps(o.out, o.replica_id);
     fault.log = &steps;
     if (!o.train.save_init.empty()) ddp::toy::save_params(params, o.train.save_init);
@@ -134,21 +135,20 @@ int main(int argc, char** argv) {
       torch::Tensor loss = torch::mse_loss(model->forward(x), y);
       std::vector<torch::Tensor> grads = torch::autograd::grad({loss}, params);
 
-      // 6. Average over the contributors (zeros from the others), vote, and apply only if all
-      //    said yes (Note [Zeros until healed, and a vote]). With --sync-every H, local SGD:
-      //    each contributor steps alone, and every H steps the parameters are averaged (Note [Local SGD]).
+      // 6. Average over the contributors (zeros from the others), vote, and apply only if all said yes
+      //    (Note [Zeros until healed, and a vote]). --sync-every H: each contributor steps alone; every
+      //    H steps the parameters are averaged (Note [Local SGD]), or the pseudo-gradients (Note [DiLoCo]).
       const int n = static_cast<int>(contributors.size());
       std::string average = "gradients";
       if (o.sync_every > 0) {
-        if (contributes) {
-          for (size_t k = 0; k < params.size(); ++k) params[k].mutable_grad() = grads[k];
-          optimizer->step();
-        }
+        for (size_t k = 0; contributes && k < params.size(); ++k) params[k].mutable_grad() = grads[k];
+        if (contributes) optimizer->step();
         average = "none";
-        if (state.step % o.sync_every == 0) {
-          if (ok && ch08::sync_parameters(*pg, params, contributes, n)) {
-            average = "parameters", ++averages;
-          } else {  // each replica keeps its own parameters; the next sync averages them
+        if ((state.step + (state.diloco ? 1 : 0)) % o.sync_every == 0) {  // DiLoCo: after steps H-1, 2H-1, ...
+          if (ok && (state.diloco ? ch08::sync_diloco(*pg, diloco, params, contributes, n) : ch08::sync_parameters(*pg, params, contributes, n))) {
+            average = state.diloco ? "pseudo-gradients" : "parameters", ++averages;
+          } else {  // local SGD: each keeps its own parameters; DiLoCo: all go back to the global ones
+            if (state.diloco) ch08::discard_local_steps(diloco, params), average = "discarded";
             ddp::log("step " + std::to_string(state.step) + ": the average failed; asking for a new quorum");
             failures = 1, failed_at = ddp::monotonic_seconds(), current.clear();
             steps.line("failed " + std::to_string(failed_at));
@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
     int64_t bytes = 0;
     for (const torch::Tensor& p : params) bytes += p.numel() * p.element_size();
     ddp::log("done: " + std::to_string(state.step) + " steps, params fingerprint " + fp + "; all-reduced " +
-             std::to_string(averages * bytes) + " bytes of " + (o.sync_every > 0 ? "parameters" : "gradients") + " in " +
+             std::to_string(averages * bytes) + " bytes of " + (o.sync_every == 0 ? "gradients" : state.diloco ? "pseudo-gradients" : "parameters") + " in " +
              std::to_string(averages) + " averages");
     return ddp::kExitOk;
   });

@@ -34,6 +34,11 @@ void parse_options(int argc, char** argv, Options& o) {
   app.add_option("--sync-every", o.sync_every, "Local SGD: no gradient all-reduce; the parameters averaged every H steps, "
                                                "as PyTorch's PostLocalSGDOptimizer (0: the gradients every step)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--outer-lr", o.outer.lr, "DiLoCo (with --sync-every): the pseudo-gradients averaged, and an outer SGD "
+                                          "with Nesterov momentum stepped on them at this learning rate (0: local SGD)")
+      ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
+  app.add_option("--outer-momentum", o.outer.momentum, "DiLoCo's outer Nesterov momentum")
+      ->check(ddp::finite_number())->check(CLI::Range(0.0, 1.0));
   app.add_option("--step-ms", o.step_ms, "Milliseconds of compute added to each step, as a bigger model would take "
                                          "(so that a replacement started late still finds the run going)")
       ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
@@ -73,6 +78,10 @@ void parse_options(int argc, char** argv, Options& o) {
   }
   if (o.sync_every > 0 && o.contributors > 0) {
     std::fprintf(stderr, "--sync-every with --contributors: spares are not part of local SGD here (Note [Local SGD])\n");
+    ddp::leave_now(ddp::kExitUsage);
+  }
+  if (o.outer.lr > 0 && o.sync_every == 0) {
+    std::fprintf(stderr, "--outer-lr is DiLoCo's outer learning rate: it needs --sync-every H (Note [DiLoCo])\n");
     ddp::leave_now(ddp::kExitUsage);
   }
   o.out_given = !o.out.empty();

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "08_fault_tolerance/local_sgd.h"
 #include "08_fault_tolerance/quorum.h"
 #include "common/data/toy_task.h"
 
@@ -21,6 +22,7 @@ struct Options {
   double timeout_s = 2;         // --timeout: how long a collective waits for a silent peer
   double quorum_deadline_s = 30;  // --quorum-deadline
   int sync_every = 0;           // --sync-every H: local SGD, the parameters averaged every H steps
+  Outer outer;                  // --outer-lr --outer-momentum: with --sync-every, DiLoCo (lr 0: local SGD)
   double step_ms = 0;           // --step-ms: compute time added to each step (a bigger model's)
   std::string fault;            // --fault WHERE@STEP: this replica's own fault (for the lesson's demos)
   // the lighthouse

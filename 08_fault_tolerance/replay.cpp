@@ -32,30 +32,36 @@ struct Replica {
   torch::nn::Sequential model;
   std::vector<torch::Tensor> params;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
+  Diloco diloco;  // under DiLoCo only
 };
 
-Replica fresh(const ddp::toy::TrainConfig& cfg) {
-  Replica r{ddp::toy::make_model(cfg.seed), {}, nullptr};
+Replica fresh(const ddp::toy::TrainConfig& cfg, const Outer& outer) {
+  Replica r{ddp::toy::make_model(cfg.seed), {}, nullptr, {}};
   r.params = r.model->parameters();
   r.optimizer = ddp::toy::make_optimizer(r.params, cfg);
+  r.diloco = make_diloco(r.params, outer);
   return r;
 }
 
-// What healing copies (Note [Healing from a peer]): the parameters and the optimizer's state.
+// What healing copies (Note [Healing from a peer]): the parameters and the optimizer's state,
+// and DiLoCo's global parameters and outer optimizer.
 void copy_state(const Replica& from, Replica& to) {
   torch::NoGradGuard no_grad;
   for (size_t k = 0; k < to.params.size(); ++k) to.params[k].copy_(from.params[k]);
   load_optimizer_bytes(*to.optimizer, optimizer_bytes(*from.optimizer));
+  if (!from.diloco.outer) return;
+  for (size_t k = 0; k < to.params.size(); ++k) to.diloco.global[k].copy_(from.diloco.global[k]);
+  load_optimizer_bytes(*to.diloco.outer, optimizer_bytes(*from.diloco.outer));
 }
 
 }  // namespace
 
 std::map<std::string, std::vector<torch::Tensor>> replay_local(const std::vector<StepRecord>& schedule,
                                                                const std::vector<HealRecord>& heals,
-                                                               const ddp::toy::TrainConfig& cfg) {
+                                                               const ddp::toy::TrainConfig& cfg, const Outer& outer) {
   std::map<std::string, Replica> replicas;
   auto get = [&](const std::string& id) -> Replica& {
-    if (!replicas.count(id)) replicas.emplace(id, fresh(cfg));
+    if (!replicas.count(id)) replicas.emplace(id, fresh(cfg, outer));
     return replicas.at(id);
   };
   for (const StepRecord& r : schedule) {
@@ -69,21 +75,33 @@ std::map<std::string, std::vector<torch::Tensor>> replay_local(const std::vector
       for (size_t k = 0; k < g.size(); ++k) me.params[k].mutable_grad() = g[k];
       me.optimizer->step();
     }
-    if (r.average != "parameters") continue;
-    torch::Tensor sum;  // each contributor's parameters, flat, divided by n, summed in their order
-    for (int64_t j = 0; j < n; ++j) {
-      std::vector<torch::Tensor> parts;
-      for (const torch::Tensor& p : get(r.contributors[j]).params) parts.push_back(p.detach().reshape(-1));
-      torch::Tensor flat = torch::cat(parts).div_(n);
-      sum = sum.defined() ? sum + flat : flat;
-    }
     std::vector<std::string> receivers = r.contributors;  // and every member healed this step (zeros, then the average)
     for (const HealRecord& h : heals)
       if (h.step == r.step) receivers.push_back(h.replica);
-    torch::NoGradGuard no_grad;
-    for (const std::string& id : receivers) {
-      int64_t offset = 0;
-      for (torch::Tensor& p : get(id).params) p.copy_(sum.narrow(0, offset, p.numel()).view_as(p)), offset += p.numel();
+    if (r.average == "discarded") {  // DiLoCo's failed sync: all back to the global parameters
+      for (const std::string& id : receivers) discard_local_steps(get(id).diloco, get(id).params);
+    } else if (r.average == "pseudo-gradients") {  // DiLoCo: summed in the contributors' order, then divided
+      torch::Tensor sum;
+      for (int64_t j = 0; j < n; ++j) {
+        Replica& c = get(r.contributors[j]);
+        torch::Tensor flat = pseudo_gradient(c.diloco, c.params);
+        sum = sum.defined() ? sum + flat : flat;
+      }
+      sum.div_(n);
+      for (const std::string& id : receivers) outer_step(get(id).diloco, get(id).params, sum);
+    } else if (r.average == "parameters") {  // local SGD: each flat, divided by n, summed in their order
+      torch::Tensor sum;
+      for (int64_t j = 0; j < n; ++j) {
+        std::vector<torch::Tensor> parts;
+        for (const torch::Tensor& p : get(r.contributors[j]).params) parts.push_back(p.detach().reshape(-1));
+        torch::Tensor flat = torch::cat(parts).div_(n);
+        sum = sum.defined() ? sum + flat : flat;
+      }
+      torch::NoGradGuard no_grad;
+      for (const std::string& id : receivers) {
+        int64_t offset = 0;
+        for (torch::Tensor& p : get(id).params) p.copy_(sum.narrow(0, offset, p.numel()).view_as(p)), offset += p.numel();
+      }
     }
   }
   std::map<std::string, std::vector<torch::Tensor>> out;

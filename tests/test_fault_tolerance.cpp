@@ -4,6 +4,7 @@
 // schedule gives them); these tests hold what the runs print to what the faults must do.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <regex>
 
 #include "proc.h"
@@ -140,6 +141,9 @@ TEST(FaultTolerance, BadInputExits2WithWhy) {
     ProcResult r = run_one({plus({"08_fault_tolerance", "--replica-id", "rx", "--out", temp_dir()}, bad)}, 30);
     EXPECT_EQ(r.exit_code, 2) << r.output;
   }
+  ProcResult outer = chapter08({"--replicas", "2", "--outer-lr", "0.7"});  // DiLoCo's outer step needs a sync to step on
+  EXPECT_EQ(outer.exit_code, 2) << outer.output;
+  EXPECT_NE(outer.output.find("it needs --sync-every H"), std::string::npos) << outer.output;
   ProcResult inject = chapter08({"--replicas", "2", "--inject", "r7:forward@1"});
   EXPECT_EQ(inject.exit_code, 2) << inject.output;
   EXPECT_NE(inject.output.find("ID one of r0..r1"), std::string::npos) << inject.output;
@@ -220,4 +224,50 @@ TEST(FaultTolerance, LocalSgdSurvivesALostReplicaAndHealsIn) {
             std::string::npos)
       << r.output;
   EXPECT_EQ(count(r.output, "FAILED"), 0) << r.output;
+}
+
+// DiLoCo (Note [DiLoCo]) against torchft's own DiLoCo (tests/torchft_reference.py --sync-every):
+// its Manager with a synchronous quorum, a plain SGD inner optimizer with momentum 0.9, an outer
+// SGD at lr 0.7 with Nesterov momentum 0.9, syncs after steps 3, 7, 11, 15, 19. Two replicas, no
+// fault; both replicas' parameters bit for bit. torchft needs torch >= 2.7: the cuda build runs it.
+TEST(FaultTolerance, DilocoIsTorchftsDilocoBitForBit) {
+#ifndef DDP_REFERENCE_PYTHON
+  GTEST_SKIP() << "no Python with PyTorch configured (DDP_REFERENCE_PYTHON): scripts/build.sh sets it";
+#else
+  ProcResult has = run_one({{DDP_REFERENCE_PYTHON, "-c", "import torch, sys; sys.exit(int(torch.__version__.split('.')[0]) < 2)"}}, 60);
+  if (has.exit_code != 0) GTEST_SKIP() << "the reference Python's PyTorch is 1.x: torchft needs 2.7 or later (the cuda flavour has it)";
+  const std::string run = temp_dir() + "/diloco";
+  ProcResult ours = chapter08({"--replicas", "2", "--sync-every", "4", "--outer-lr", "0.7", "--momentum", "0.9", "--save-init",
+                               run + ".init.pt", "--out", run});
+  EXPECT_EQ(ours.exit_code, 0) << ours.output;
+  EXPECT_EQ(count(ours.output, "all-reduced 3220 bytes of pseudo-gradients in 5 averages"), 2) << ours.output;  // 5 x 161 x 4
+  EXPECT_NE(ours.output.find("(DiLoCo): bit-identical"), std::string::npos) << ours.output;
+  ProcResult theirs = run_one({{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/torchft_reference.py", "--init",
+                                run + ".init.pt", "--compare", run + "/params.r0.pt", "--momentum", "0.9", "--sync-every", "4",
+                                "--outer-lr", "0.7", "--outer-momentum", "0.9", "--tolerance", "0"}},
+                              120);
+  EXPECT_EQ(theirs.exit_code, 0) << theirs.output;
+  EXPECT_NE(theirs.output.find("torchft: DiLoCo committed 5 and 5 syncs in 20 steps"), std::string::npos) << theirs.output;
+  EXPECT_EQ(count(theirs.output, "bit-identical: yes"), 2) << theirs.output;
+#endif
+}
+
+// DiLoCo through a lost replica: r1 dies in the forward of step 7, a sync step, so the survivors'
+// sync fails and every survivor throws away its inner steps since the last sync (back to the
+// global parameters, "average discarded" in the step log); the replacement heals in, global
+// parameters and outer optimizer included; every replica that finished equals a replay of its
+// own steps, heals and syncs, bit for bit.
+TEST(FaultTolerance, DilocoDiscardsAFailedSyncAndHealsIn) {
+  const std::string run = temp_dir() + "/run";
+  ProcResult r = chapter08({"--replicas", "2", "--sync-every", "4", "--outer-lr", "0.7", "--momentum", "0.9", "--inject", "r1:forward@7",
+                            "--replace-after", "0", "--steps", "100", "--step-ms", "40", "--out", run});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("step 7: the average failed"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("healing from r0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(DiLoCo): bit-identical"), std::string::npos) << r.output;
+  EXPECT_EQ(count(r.output, "FAILED"), 0) << r.output;
+  std::ifstream log(run + "/steps.r0.txt");
+  const std::string steps((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(steps.find(" average discarded\n"), std::string::npos) << steps;
+  EXPECT_GE(count(steps, " average pseudo-gradients\n"), 20) << steps;  // syncs after steps 3, 7, ..., 99, less the failed one
 }

@@ -5,9 +5,13 @@ of chapters 03-04 from the initial parameters a C++ run saved (--init), the data
 j-th slice). With --kill-at K, replica 1 exits at the start of step K, before it asks for that
 step's quorum; replica 0 goes on alone. Compares replica 0's final parameters with the C++ run's
 (--compare), prints the largest absolute difference, and the time from the kill to replica 0's
-next committed step. Exit code 0 within --tolerance, 1 otherwise, 2 on bad input (or no torchft).
+next committed step. With --sync-every H --outer-lr L, torchft's DiLoCo instead (its Manager with a
+synchronous quorum, a plain inner optimizer, an outer SGD with Nesterov momentum; Note [DiLoCo]),
+without a fault: each replica takes the slice of its index every step. Exit code 0 within
+--tolerance, 1 otherwise, 2 on bad input (or no torchft).
 
   python tests/torchft_reference.py --init init.pt --compare params.r0.pt --kill-at 8 --tolerance 0
+  python tests/torchft_reference.py --init init.pt --compare params.r0.pt --sync-every 4 --outer-lr 0.7 --tolerance 0
 """
 import argparse
 import os
@@ -32,6 +36,7 @@ def replica(rid, args, lighthouse, out_dir, port, ready):
     import torch.distributed as dist
     from torch import nn
     from torchft import DistributedDataParallel, Manager, Optimizer, ProcessGroupGloo
+    from torchft.local_sgd import DiLoCo
 
     torch.set_num_threads(1)
     model = nn.Sequential(nn.Linear(FEATURES, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, 1))
@@ -57,13 +62,28 @@ def replica(rid, args, lighthouse, out_dir, port, ready):
     timeout = datetime.timedelta(seconds=20)
     manager = Manager(pg=ProcessGroupGloo(timeout=timeout), min_replica_size=1, load_state_dict=load_state_dict,
                       state_dict=state_dict, replica_id=f"r{rid}", init_sync=False,  # all start equal, as 08's replicas
-                      timeout=timeout, quorum_timeout=timeout, connect_timeout=timeout)
-    ddp = DistributedDataParallel(manager, model)
-    opt = Optimizer(manager, inner)
+                      timeout=timeout, quorum_timeout=timeout, connect_timeout=timeout,
+                      use_async_quorum=not args.sync_every)  # DiLoCo asks for a synchronous one
     # Both heartbeat before either asks, so the first quorum waits for both (a quorum of the
     # first alone would train ahead, and the other would heal before it ever trained).
     ready.wait()
     log = open(os.path.join(out_dir, f"r{rid}.txt"), "w", buffering=1)
+    if args.sync_every:  # DiLoCo: hooks on the inner optimizer's step sync every H steps
+        outer = torch.optim.SGD(model.parameters(), lr=args.outer_lr, momentum=args.outer_momentum,
+                                nesterov=args.outer_momentum > 0)
+        with DiLoCo(manager, [model], inner, outer, sync_every=args.sync_every):
+            for step in range(args.steps):
+                inner.zero_grad()
+                x, y = batch(position // args.batch + rid, 0, args.batch, 1)
+                nn.functional.mse_loss(model(x), y).backward()
+                inner.step()
+                position += 2 * args.batch
+        log.write(f"syncs {manager.current_step()}\n")
+        torch.save([p.detach().clone() for p in model.parameters()], os.path.join(out_dir, f"final{rid}.pt"))
+        log.close()
+        os._exit(0)
+    ddp = DistributedDataParallel(manager, model)
+    opt = Optimizer(manager, inner)
     while manager.current_step() < args.steps:
         if rid == 1 and manager.current_step() == args.kill_at:
             log.write(f"killed {time.monotonic()}\n")
@@ -94,8 +114,14 @@ def main():
     ap.add_argument("--momentum", type=float, default=0.0)
     ap.add_argument("--kill-at", type=int, default=-1)
     ap.add_argument("--heartbeat-timeout-ms", type=int, default=5000, help="torchft's default")
+    ap.add_argument("--sync-every", type=int, default=0, help="DiLoCo: sync every H inner steps")
+    ap.add_argument("--outer-lr", type=float, default=0.7)
+    ap.add_argument("--outer-momentum", type=float, default=0.9)
     ap.add_argument("--tolerance", type=float, required=True)
     args = ap.parse_args()
+    if args.sync_every and args.kill_at >= 0:
+        print("torchft_reference: --kill-at is not combined with --sync-every here", file=sys.stderr)
+        return 2
     for path in (args.init, args.compare):
         if not os.path.isfile(path):
             print(f"torchft_reference: no such file: {path}", file=sys.stderr)
@@ -137,6 +163,15 @@ def main():
                     print(f"torchft: from the kill to replica 0's step {args.kill_at} committed: "
                           f"{float(words[-1]) - killed:.3f}s (participants {words[3]}, heartbeat timeout "
                           f"{args.heartbeat_timeout_ms} ms)")
+        if args.sync_every:
+            syncs = [open(os.path.join(tmp, f"r{r}.txt")).read().split()[1] for r in (0, 1)]
+            print(f"torchft: DiLoCo committed {syncs[0]} and {syncs[1]} syncs in {args.steps} steps")
+            mine = load_list(args.compare)
+            worst = 0
+            for r in (0, 1):  # both replicas: equal after the last sync
+                worst = max(worst, compare(mine, load_list(os.path.join(tmp, f"final{r}.pt")), f"chapter 08 against replica r{r}",
+                                           2, args.tolerance, reference="torchft 0.2.0's DiLoCo"))
+            return worst
         theirs = load_list(os.path.join(tmp, "final.pt"))
     return compare(load_list(args.compare), theirs, "chapter 08", 2, args.tolerance, reference="torchft 0.2.0")
 

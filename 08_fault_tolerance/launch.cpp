@@ -234,9 +234,10 @@ bool check_run(const std::string& out, const ddp::toy::TrainConfig& cfg, const O
 
 }  // namespace
 
-int launch(const Options& o, int argc, char** argv) {
-  (void)argc, (void)argv;
-  ddp::set_log_identity("launcher");
+int launch(const Options& o) {
+  ddp::set_log_identity(o.check_only ? "check" : "launcher");
+  if (o.check_only && !std::filesystem::is_directory(o.out)) throw ddp::UsageError("--check: no run folder " + o.out);
+  if (o.check_only) return check_run(o.out, o.train.cfg, o.outer) ? ddp::kExitOk : ddp::kExitFailure;
   std::string run = o.run, out = o.out;
   if (!o.out_given) {  // a run of its own: its own name (the lighthouse refuses strangers) and folder
     char stamp[32];

@@ -14,7 +14,8 @@ int serve_lighthouse(const Options& o);
 
 // --replicas N: a lighthouse and N replicas of this program, the faults of --inject, the
 // replacements of --replace-after; then the run's checks (Note [The step log is the schedule]).
-int launch(const Options& o, int argc, char** argv);
+// --check: those checks only, on the run in --out.
+int launch(const Options& o);
 
 // One process replays the schedule: each step's contributors' gradients summed in their order,
 // divided by their number, the optimizer stepped. Returns the final parameters.

@@ -42,6 +42,9 @@ class Lighthouse {
   // when something changed (a quorum issued, or the reason it waits changed), else "".
   std::string tick(double now);
   std::string epoch() const { return epoch_; }
+  // No replica's heartbeat connection is open; a replica has said the run ended.
+  bool idle() const { return beats_.empty(); }
+  bool ended() const { return store_->check({"ended"}); }
 
  private:
   c10::intrusive_ptr<c10d::Store> store_;

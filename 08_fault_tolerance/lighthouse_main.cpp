@@ -23,9 +23,20 @@ int serve_lighthouse(const Options& o) {
            std::to_string(o.quorum.min_replicas) + ", join timeout " + ddp::seconds(o.quorum.join_timeout_s) +
            ", heartbeat timeout " + ddp::seconds(o.quorum.heartbeat_timeout_s) + ")");
   const double start = ddp::monotonic_seconds();
+  double idle_since = start;  // --until-done: since when no replica has been connected
   while (!stop_asked && (o.serve_for_s == 0 || ddp::monotonic_seconds() - start < o.serve_for_s)) {
-    const std::string line = lighthouse.tick(ddp::monotonic_seconds());
+    const double now = ddp::monotonic_seconds();
+    const std::string line = lighthouse.tick(now);
     if (!line.empty()) ddp::log(line);
+    if (o.until_done && !lighthouse.idle()) idle_since = -1;
+    if (o.until_done && lighthouse.idle()) {  // a batch script waits for this (replicas.sbatch)
+      if (lighthouse.ended()) return ddp::log("the run ended and every replica has gone: stopped"), 0;
+      if (idle_since < 0) idle_since = now;
+      if (now - idle_since > o.quorum_deadline_s) {
+        ddp::log("no replica for " + ddp::seconds(o.quorum_deadline_s) + " (--quorum-deadline), and the run has not ended: stopped");
+        return 1;
+      }
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a tick every 2 ms: a step waits about half of it
   }
   ddp::log("stopped");

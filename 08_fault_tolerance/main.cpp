@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   ch08::parse_options(argc, argv, o);
   return ddp::guarded_main([&] {
     if (o.serve) return ch08::serve_lighthouse(o);         // lighthouse_main.cpp
-    if (o.replicas > 0) return ch08::launch(o, argc, argv);  // launch.cpp
+    if (o.replicas > 0 || o.check_only) return ch08::launch(o);  // launch.cpp
     if (o.replica_id.empty()) throw ddp::UsageError("say which replica this is (--replica-id), or start them all (--replicas N)");
     ddp::set_log_identity("replica " + o.replica_id);
     const ddp::toy::TrainConfig& cfg = o.train.cfg;

@@ -15,6 +15,8 @@ namespace ch08 {
 void parse_options(int argc, char** argv, Options& o) {
   CLI::App app{"08_fault_tolerance: train through a lost replica without a restart (a quorum per step, healing from a peer)"};
   ddp::show_true_defaults(app);
+  // A flag given twice: the last one wins, as in every chapter (a batch script appends overrides).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   ddp::toy::add_train_flags(app, o.train);
   ddp::toy::TrainConfig& cfg = o.train.cfg;
   app.add_option("--optimizer", cfg.optimizer, "sgd or adam")->check(CLI::IsMember({"sgd", "adam"}));
@@ -56,11 +58,15 @@ void parse_options(int argc, char** argv, Options& o) {
       ->check(ddp::finite_number())->check(CLI::PositiveNumber);
   app.add_option("--serve-for", o.serve_for_s, "The lighthouse stops after this many seconds (0: until a signal)")
       ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
+  app.add_flag("--until-done", o.until_done, "The lighthouse stops once the run has ended and every replica has gone (exit 0), "
+                                           "or when none has been connected for --quorum-deadline before the end (exit 1)");
+  app.add_flag("--check", o.check_only, "Check the finished run in --out, as the launcher does after its run (the same training flags)");
   // the launcher
   app.add_option("--replicas", o.replicas, "Start a lighthouse and N replicas on this machine, watch them, check the run")
       ->check(CLI::Range(1, 16));
   app.add_flag("--reset", o.reset, "Remove an earlier run's step logs and parameters from --out first");
-  app.add_option("--inject", o.faults, "ID:WHERE@STEP, e.g. r1:allreduce@8: that replica's --fault (repeatable)");
+  app.add_option("--inject", o.faults, "ID:WHERE@STEP, e.g. r1:allreduce@8: that replica's --fault (repeatable)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--replace-after", o.replace_after_s, "Start a new replica this many seconds after one is lost (default: never)")
       ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
   std::string down;
@@ -82,6 +88,10 @@ void parse_options(int argc, char** argv, Options& o) {
   }
   if (o.outer.lr > 0 && o.sync_every == 0) {
     std::fprintf(stderr, "--outer-lr is DiLoCo's outer learning rate: it needs --sync-every H (Note [DiLoCo])\n");
+    ddp::leave_now(ddp::kExitUsage);
+  }
+  if (o.check_only && o.out.empty()) {
+    std::fprintf(stderr, "--check: say which run's folder to check (--out)\n");
     ddp::leave_now(ddp::kExitUsage);
   }
   o.out_given = !o.out.empty();

@@ -30,6 +30,9 @@ struct Options {
   int port = 29510;
   LighthouseOptions quorum;     // --min-replicas --join-timeout --heartbeat-timeout
   double serve_for_s = 0;       // --serve-for: stop after this long (0: until a signal)
+  bool until_done = false;      // --until-done: stop once the run ended and every replica has gone
+  // a finished run
+  bool check_only = false;      // --check: the launcher's checks on --out, for a run started by hand
   // the launcher
   int replicas = 0;             // --replicas N: start a lighthouse and N replicas here
   std::vector<std::string> faults;  // --inject ID:WHERE@STEP

@@ -141,6 +141,16 @@ TEST(FaultTolerance, BadInputExits2WithWhy) {
     ProcResult r = run_one({plus({"08_fault_tolerance", "--replica-id", "rx", "--out", temp_dir()}, bad)}, 30);
     EXPECT_EQ(r.exit_code, 2) << r.output;
   }
+  ProcResult no_out = chapter08({"--check"});
+  EXPECT_EQ(no_out.exit_code, 2) << no_out.output;
+  EXPECT_NE(no_out.output.find("--check: say which run's folder to check (--out)"), std::string::npos) << no_out.output;
+  ProcResult no_run = chapter08({"--check", "--out", dir + "/none"});
+  EXPECT_EQ(no_run.exit_code, 2) << no_run.output;
+  EXPECT_NE(no_run.output.find("--check: no run folder " + dir + "/none"), std::string::npos) << no_run.output;
+  // A lighthouse --until-done to which no replica ever comes stops after --quorum-deadline, exit 1.
+  ProcResult alone = chapter08({"--lighthouse-only", "--port", std::to_string(free_port()), "--until-done", "--quorum-deadline", "1"}, 30);
+  EXPECT_EQ(alone.exit_code, 1) << alone.output;
+  EXPECT_NE(alone.output.find("no replica for 1s (--quorum-deadline), and the run has not ended: stopped"), std::string::npos) << alone.output;
   ProcResult outer = chapter08({"--replicas", "2", "--outer-lr", "0.7"});  // DiLoCo's outer step needs a sync to step on
   EXPECT_EQ(outer.exit_code, 2) << outer.output;
   EXPECT_NE(outer.output.find("it needs --sync-every H"), std::string::npos) << outer.output;

@@ -333,3 +333,48 @@ TEST(Slurm, AJobThatHitsItsTimeLimitWithoutTheSignalIsReportedInSlurmsOwnState) 
       << r.output;
   std::system(("rm -rf " + out).c_str());
 }
+
+// Chapter 08 as a Slurm job (08_fault_tolerance/replicas.sbatch): a replica per node, each its own
+// job step. The step of r1 is SIGKILLed mid-run (scancel --signal=KILL <job>.<step>): the job goes
+// on with r0, which never restarts; the replacement the job's log names, started with srun into
+// the same job, heals from r0 and trains to the end; the lighthouse stops once every replica has
+// gone, and the script's own checks (the launcher's, on the step logs) pass.
+TEST(Slurm, AReplicaLostMidJobIsReplacedBySrunIntoTheSameJob) {
+  SKIP_WITHOUT_SLURM();
+  const std::string out = temp_dir();
+  auto sub = ddp::run_command({"/bin/bash", "-c", "cd " + std::string(DDP_SOURCE_DIR) + " && sbatch --parsable --output=" + out +
+                                                      "/%x-%j.out 08_fault_tolerance/replicas.sbatch --steps 300 --step-ms 40"
+                                                      " --momentum 0.9 --out " + out + "/run"},
+                              30);
+  ASSERT_EQ(sub.exit_code, 0) << sub.output;
+  const std::string id = sub.output.substr(0, sub.output.find_first_of(";\n"));
+  const std::string log_path = out + "/ddp-ft-" + id + ".out";
+  const double t0 = ddp::monotonic_seconds();
+  while (read_text(out + "/run/steps.r0.txt").find("committed 10 ") == std::string::npos && ddp::monotonic_seconds() - t0 < 120) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  auto steps = ddp::run_command({"squeue", "--steps", "--jobs=" + id, "--noheader", "--format=%i %j"}, 20);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(steps.output, m, std::regex("(" + id + "\\.[0-9]+) r1\\b"))) << steps.output;
+  ddp::run_command({"scancel", "--signal=KILL", m[1].str()}, 20);
+  // The replacement, as the job's log prints it, from this shell.
+  std::smatch line;
+  const std::string log_so_far = read_text(log_path);
+  ASSERT_TRUE(std::regex_search(log_so_far, line, std::regex("\n  (srun --jobid=" + id + " [^\n]*--replica-id r2[^\n]*)\n"))) << log_so_far;
+  ProcResult r2 = run_one({{"/bin/bash", "-c", "cd " + std::string(DDP_SOURCE_DIR) + " && SLURM_CONF=" + std::getenv("SLURM_CONF") + " " +
+                                                   line[1].str()}},
+                          180);
+  EXPECT_EQ(r2.exit_code, 0) << r2.output;
+  EXPECT_NE(r2.output.find("healing from r0"), std::string::npos) << r2.output;
+  EXPECT_NE(r2.output.find("[replica r2] done: 300 steps"), std::string::npos) << r2.output;
+  EXPECT_EQ(wait_for_end(id, 180), "COMPLETED");
+  const std::string log = read_text(log_path);
+  EXPECT_NE(log.find("[replica r0] step 10"), std::string::npos) << log;
+  EXPECT_EQ(count(log, "[replica r0] done: 300 steps"), 1) << log;  // r0 never restarted
+  EXPECT_EQ(log.find("[replica r1] done"), std::string::npos) << log;
+  EXPECT_NE(log.find("[lighthouse] the run ended and every replica has gone: stopped"), std::string::npos) << log;
+  EXPECT_EQ(count(log, "[check] check: "), 3) << log;
+  EXPECT_EQ(count(log, ": OK\n"), 3) << log;
+  EXPECT_NE(log.find("2 replica(s) finished, all with params fingerprint"), std::string::npos) << log;  // r0 and r2
+  std::system(("rm -rf " + out).c_str());
+}

@@ -17,6 +17,7 @@
 #include "common/basics/errors.h"
 #include "common/basics/failure.h"
 #include "common/basics/log.h"
+#include "common/hosts/simulated_hosts.h"
 #include "common/launch/error_file.h"
 #include "common/launch/net.h"
 
@@ -38,11 +39,13 @@ std::string num(double v) {
   return s.str();
 }
 
-pid_t start(const std::vector<std::string>& args) {
+// `hosts` (--link): the child becomes a process of host `node` first (Note [Nodes as hosts]).
+pid_t start(const std::vector<std::string>& args, const ddp::SimulatedHosts* hosts = nullptr, int node = 0) {
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);  // a launcher that dies takes its children with it
+    if (hosts && !hosts->enter(node)) _exit(127);
     std::vector<char*> argv;
     for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -268,12 +271,19 @@ int launch(const Options& o) {
   }
   const int port = ddp::find_free_port();
   const ddp::toy::TrainConfig& cfg = o.train.cfg;
+  std::unique_ptr<ddp::SimulatedHosts> hosts;  // --link: replica k on host k % N, the lighthouse on host 0
+  if (!o.link.empty()) {
+    hosts = std::make_unique<ddp::SimulatedHosts>(o.replicas, ddp::parse_link_rate(o.link));
+    ddp::log(std::to_string(o.replicas) + " replicas as hosts " + ddp::SimulatedHosts::address(0) + ".. on " +
+             ddp::describe_rate(hosts->bits_per_s()) + " links to one bridge");
+  }
+  const std::string lighthouse_host = hosts ? ddp::SimulatedHosts::address(0) : "127.0.0.1";
   const std::vector<std::string> lighthouse_args{
       "08_fault_tolerance", "--lighthouse-only", "--port", std::to_string(port), "--run", run,
       "--min-replicas", std::to_string(o.quorum.min_replicas), "--expect", std::to_string(o.replicas), "--join-timeout", num(o.quorum.join_timeout_s),
       "--heartbeat-timeout", num(o.quorum.heartbeat_timeout_s)};
   auto replica_args = [&](const std::string& id) {
-    std::vector<std::string> a{"08_fault_tolerance", "--replica-id", id, "--lighthouse", "127.0.0.1:" + std::to_string(port),
+    std::vector<std::string> a{"08_fault_tolerance", "--replica-id", id, "--lighthouse", lighthouse_host + ":" + std::to_string(port),
                                "--run", run, "--out", out, "--steps", std::to_string(cfg.steps), "--lr", num(cfg.lr),
                                "--batch", std::to_string(cfg.batch), "--seed", std::to_string(cfg.seed), "--optimizer",
                                cfg.optimizer, "--momentum", num(cfg.momentum), "--contributors", std::to_string(o.contributors),
@@ -284,13 +294,14 @@ int launch(const Options& o) {
     if (id == "r0" && !o.train.save_init.empty()) a.push_back("--save-init"), a.push_back(o.train.save_init);
     return a;
   };
-  ddp::log("run '" + run + "': a lighthouse on 127.0.0.1:" + std::to_string(port) + " and " + std::to_string(o.replicas) +
+  ddp::log("run '" + run + "': a lighthouse on " + lighthouse_host + ":" + std::to_string(port) + " and " + std::to_string(o.replicas) +
            " replicas; step logs in " + out);
   signal(SIGINT, [](int) { interrupted = 1; });
   signal(SIGTERM, [](int) { interrupted = 1; });
-  pid_t lighthouse = start(lighthouse_args);
+  pid_t lighthouse = start(lighthouse_args, hosts.get(), 0);
   std::vector<Child> children;
-  for (int r = 0; r < o.replicas; ++r) children.push_back({"r" + std::to_string(r), start(replica_args("r" + std::to_string(r)))});
+  auto start_replica = [&](int k) { return start(replica_args("r" + std::to_string(k)), hosts.get(), k % o.replicas); };
+  for (int r = 0; r < o.replicas; ++r) children.push_back({"r" + std::to_string(r), start_replica(r)});
   int next_id = o.replicas, failed = 0;
   std::vector<double> replace_at;
   const double t0 = ddp::monotonic_seconds(), limit = 60 + cfg.steps * 1.0 + 2 * o.quorum_deadline_s;
@@ -313,13 +324,13 @@ int launch(const Options& o) {
       ddp::log("killed the lighthouse (--lighthouse-down): back in " + ddp::seconds(o.lighthouse_down_s));
     }
     if (lighthouse_killed && !lighthouse_back && now >= down_since + o.lighthouse_down_s) {
-      lighthouse = start(lighthouse_args), lighthouse_back = true;
+      lighthouse = start(lighthouse_args, hosts.get(), 0), lighthouse_back = true;
       ddp::log("started the lighthouse again");
     }
     for (size_t k = 0; k < replace_at.size(); ++k) {
       if (now < replace_at[k]) continue;
-      const std::string id = "r" + std::to_string(next_id++);
-      children.push_back({id, start(replica_args(id)), true});
+      const std::string id = "r" + std::to_string(next_id);
+      children.push_back({id, start_replica(next_id++), true});
       ddp::log("started " + id + ", a replacement");
       replace_at.erase(replace_at.begin() + static_cast<long>(k));
       break;

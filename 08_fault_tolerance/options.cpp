@@ -69,6 +69,8 @@ void parse_options(int argc, char** argv, Options& o) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--replace-after", o.replace_after_s, "Start a new replica this many seconds after one is lost (default: never)")
       ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
+  app.add_option("--link", o.link, "Each replica a host with its own address, on a link of this bandwidth (e.g. 10mbit), "
+                                  "the lighthouse on the first (02_spawn's --link; needs root)");
   std::string down;
   app.add_option("--lighthouse-down", down, "K:S: kill the lighthouse once a replica has committed step K, start it again S seconds later");
   ddp::parse_flags(app, argc, argv);

@@ -37,6 +37,7 @@ struct Options {
   int replicas = 0;             // --replicas N: start a lighthouse and N replicas here
   std::vector<std::string> faults;  // --inject ID:WHERE@STEP
   double replace_after_s = -1;  // --replace-after S: start a new replica S seconds after one is lost
+  std::string link;             // --link RATE: each replica a host of its own on a link of that rate (02's, root)
   double lighthouse_down_s = 0; // --lighthouse-down K:S: kill the lighthouse once step K is committed,
   int64_t lighthouse_down_step = 0;  // start it again S seconds later (K here)
 };

@@ -6,7 +6,8 @@
 
 namespace ch08 {
 
-bool sync_parameters(ddp::Backend& pg, std::vector<torch::Tensor>& params, bool contributes, int contributors) {
+bool sync_parameters(ddp::Backend& pg, std::vector<torch::Tensor>& params, bool contributes, int contributors,
+                     const FaultPoint& hit) {
   std::vector<torch::Tensor> parts;
   for (const torch::Tensor& p : params) parts.push_back(p.detach().reshape(-1));
   std::vector<torch::Tensor> flat{torch::cat(parts)};
@@ -18,7 +19,10 @@ bool sync_parameters(ddp::Backend& pg, std::vector<torch::Tensor>& params, bool 
   } catch (const std::exception&) {
     ok = false;
   }
-  if (!commit_vote(pg, ok)) return false;
+  if (hit) hit("allreduce");
+  const bool commit = commit_vote(pg, ok);
+  if (hit) hit("vote");
+  if (!commit) return false;
   torch::NoGradGuard no_grad;
   int64_t offset = 0;
   for (torch::Tensor& p : params) {
@@ -58,7 +62,8 @@ void outer_step(Diloco& d, std::vector<torch::Tensor>& params, const torch::Tens
   for (size_t k = 0; k < params.size(); ++k) d.global[k].copy_(params[k]);
 }
 
-bool sync_diloco(ddp::Backend& pg, Diloco& d, std::vector<torch::Tensor>& params, bool contributes, int contributors) {
+bool sync_diloco(ddp::Backend& pg, Diloco& d, std::vector<torch::Tensor>& params, bool contributes, int contributors,
+                 const FaultPoint& hit) {
   std::vector<torch::Tensor> flat{pseudo_gradient(d, params)};
   if (!contributes) flat[0].zero_();
   bool ok = true;
@@ -67,7 +72,10 @@ bool sync_diloco(ddp::Backend& pg, Diloco& d, std::vector<torch::Tensor>& params
   } catch (const std::exception&) {
     ok = false;
   }
-  if (!commit_vote(pg, ok)) return false;
+  if (hit) hit("allreduce");
+  const bool commit = commit_vote(pg, ok);
+  if (hit) hit("vote");
+  if (!commit) return false;
   outer_step(d, params, flat[0].div_(contributors));
   return true;
 }

@@ -3,6 +3,8 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <functional>
+
 #include "common/group/compat.h"
 
 namespace ch08 {
@@ -23,8 +25,11 @@ namespace ch08 {
 // quorum averages at the next sync. torchft's LocalSGD (torchft/local_sgd.py) asks for a quorum
 // at each sync only; ours asks at every step, as the rest of the chapter does.
 // The average, the vote on it, and the average copied back into `params` (in place) if every
-// member said yes; returns the vote.
-bool sync_parameters(ddp::Backend& pg, std::vector<torch::Tensor>& params, bool contributes, int contributors);
+// member said yes; returns the vote. `hit` is called with "allreduce" after the all-reduce and
+// with "vote" after the vote (where --fault allreduce and vote strike).
+using FaultPoint = std::function<void(const char*)>;
+bool sync_parameters(ddp::Backend& pg, std::vector<torch::Tensor>& params, bool contributes, int contributors,
+                     const FaultPoint& hit = {});
 
 // Note [DiLoCo]
 // ~~~~~~~~~~~~~
@@ -32,11 +37,13 @@ bool sync_parameters(ddp::Backend& pg, std::vector<torch::Tensor>& params, bool 
 // what is averaged is each replica's progress since the last sync, the pseudo-gradient
 // global - params, and the new global parameters come from an outer optimizer stepped on that
 // average (SGD with Nesterov momentum, --outer-momentum: the DiLoCo paper's, arXiv 2311.08105).
-// With L = 1 and no momentum it would be local SGD's average, up to rounding. The order is
+// With L = 1 and no momentum the outer step lands on the replicas' average (in exact arithmetic):
+// local SGD's, taken at DiLoCo's sync steps, not local SGD's. The order is
 // torchft's DiLoCo (torchft/local_sgd.py, _StreamingDiLoCoFragment.prepare_sync and
-// perform_sync, one fragment, no delay): after the inner steps of steps H-1, 2H-1, ... the
+// perform_sync, the whole model one fragment, synced without delay: its plain DiLoCo): after the inner steps of steps H-1, 2H-1, ... the
 // pseudo-gradients are all-reduced (summed, then divided by the contributors: Manager.allreduce),
-// the parameters are set back to the global ones, and if every member votes yes the outer
+// the parameters are set back to the global ones, and if every member of the quorum votes yes
+// (torchft's vote spans one replica group: Note [Zeros until healed, and a vote]) the outer
 // optimizer steps with the average as the gradient and its result becomes the new global; if
 // not, the parameters stay at the global ones: the inner steps since the last sync are thrown
 // away, on every member. The inner optimizer's state (momentum) is kept across syncs, as
@@ -59,7 +66,9 @@ void outer_step(Diloco& d, std::vector<torch::Tensor>& params, const torch::Tens
 // global - params, flat: this replica's pseudo-gradient.
 torch::Tensor pseudo_gradient(const Diloco& d, const std::vector<torch::Tensor>& params);
 // The sync: the average, the vote, and the outer step if every member said yes; returns the vote.
-bool sync_diloco(ddp::Backend& pg, Diloco& d, std::vector<torch::Tensor>& params, bool contributes, int contributors);
+// `hit` as for sync_parameters.
+bool sync_diloco(ddp::Backend& pg, Diloco& d, std::vector<torch::Tensor>& params, bool contributes, int contributors,
+                 const FaultPoint& hit = {});
 // A sync that failed: params <- global, the inner steps since the last sync thrown away.
 void discard_local_steps(const Diloco& d, std::vector<torch::Tensor>& params);
 

@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
     int64_t failures = 0;
     c10::intrusive_ptr<ddp::Backend> pg;
     double failed_at = -1;  // when the last step failed: the start of a recovery
-    int64_t averages = 0;   // committed all-reduces of the gradients, or of the parameters (local SGD)
+    int64_t averages = 0;   // committed all-reduces: of the gradients, the parameters (local SGD) or the pseudo-gradients (DiLoCo)
     while (state.step < cfg.steps) {
       // 2. Ask who trains this step, telling our step and whether our last one failed.
       fault.at("quorum", state.step);
@@ -113,8 +113,9 @@ int main(int argc, char** argv) {
       try {
         if (a.heal) ch08::recv_state(*pg, a.heal_from, state), steps.line("healed from " + q.members[a.heal_from].replica_id + " step " + std::to_string(state.step));
         for (int to : a.heal_to) ch08::send_state(*pg, to, state);
-      } catch (const std::exception& e) {
+      } catch (const std::exception& e) {  // a receiver holds half a state: it asks again; a donor goes on
         ddp::log("healing failed: " + ddp::short_what(e));
+        if (a.heal) { failures = 1, failed_at = ddp::monotonic_seconds(), current.clear(); continue; }
         ok = false;
       }
       const double healed_at = ddp::monotonic_seconds();
@@ -127,11 +128,10 @@ int main(int argc, char** argv) {
         if (m.step == a.max_step && (o.contributors == 0 || static_cast<int>(contributors.size()) < o.contributors))
           contributors.push_back(m.replica_id);
       const auto me = std::find(contributors.begin(), contributors.end(), o.replica_id);
-      const int64_t j = me - contributors.begin();
       const bool contributes = me != contributors.end() && !a.heal;
       fault.at("forward", state.step);
       if (o.step_ms > 0) std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(o.step_ms * 1000)));
-      auto [x, y] = ddp::toy::batch(static_cast<int>(state.position / cfg.batch + (contributes ? j : 0)), 0, cfg.batch, 1);
+      auto [x, y] = ddp::toy::batch(static_cast<int>(state.position / cfg.batch + (contributes ? me - contributors.begin() : 0)), 0, cfg.batch, 1);
       torch::Tensor loss = torch::mse_loss(model->forward(x), y);
       std::vector<torch::Tensor> grads = torch::autograd::grad({loss}, params);
 
@@ -139,25 +139,26 @@ int main(int argc, char** argv) {
       //    (Note [Zeros until healed, and a vote]). --sync-every H: each contributor steps alone; every
       //    H steps the parameters are averaged (Note [Local SGD]), or the pseudo-gradients (Note [DiLoCo]).
       const int n = static_cast<int>(contributors.size());
-      std::string average = "gradients";
+      std::string average = o.sync_every > 0 ? "none" : "gradients";
+      const auto hit = [&](const char* where) { fault.at(where, state.step); };  // --fault allreduce, vote
       if (o.sync_every > 0) {
         for (size_t k = 0; contributes && k < params.size(); ++k) params[k].mutable_grad() = grads[k];
         if (contributes) optimizer->step();
-        average = "none";
         if ((state.step + (state.diloco ? 1 : 0)) % o.sync_every == 0) {  // DiLoCo: after steps H-1, 2H-1, ...
-          if (ok && (state.diloco ? ch08::sync_diloco(*pg, diloco, params, contributes, n) : ch08::sync_parameters(*pg, params, contributes, n))) {
+          if (ok && (state.diloco ? ch08::sync_diloco(*pg, diloco, params, contributes, n, hit) : ch08::sync_parameters(*pg, params, contributes, n, hit))) {
             average = state.diloco ? "pseudo-gradients" : "parameters", ++averages;
           } else {  // local SGD: each keeps its own parameters; DiLoCo: all go back to the global ones
-            if (state.diloco) ch08::discard_local_steps(diloco, params), average = "discarded";
+            average = state.diloco ? "discarded" : "failed";
+            if (state.diloco) ch08::discard_local_steps(diloco, params);
             ddp::log("step " + std::to_string(state.step) + ": the average failed; asking for a new quorum");
             failures = 1, failed_at = ddp::monotonic_seconds(), current.clear();
             steps.line("failed " + std::to_string(failed_at));
           }
         }
       } else {
-        ok = ok && ch08::average_gradients(*pg, grads, contributes, n, [&] { fault.at("allreduce", state.step); });
+        ok = ok && ch08::average_gradients(*pg, grads, contributes, n, [&] { hit("allreduce"); });
         const bool commit = ch08::commit_vote(*pg, ok);
-        fault.at("vote", state.step);
+        hit("vote");
         if (!commit) {
           ddp::log("step " + std::to_string(state.step) + " failed (an all-reduce or the vote): not applied anywhere; "
                    "asking for a new quorum");
@@ -166,8 +167,7 @@ int main(int argc, char** argv) {
           continue;
         }
         for (size_t k = 0; k < params.size(); ++k) params[k].mutable_grad() = grads[k];
-        optimizer->step();
-        ++averages;
+        optimizer->step(), ++averages;
       }
       steps.line(ch08::format_step({state.step, state.position, cfg.batch, q.id, contributors, average}));
       steps.line("committed " + std::to_string(state.step) + " at " + std::to_string(ddp::monotonic_seconds()));

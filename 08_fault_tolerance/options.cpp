@@ -34,7 +34,7 @@ void parse_options(int argc, char** argv, Options& o) {
   app.add_option("--quorum-deadline", o.quorum_deadline_s, "Seconds a replica waits for a quorum (or for a lost lighthouse) before it exits 1")
       ->check(ddp::finite_number())->check(CLI::PositiveNumber);
   app.add_option("--sync-every", o.sync_every, "Local SGD: no gradient all-reduce; the parameters averaged every H steps, "
-                                               "as PyTorch's PostLocalSGDOptimizer (0: the gradients every step)")
+                                               "as PyTorch's PostLocalSGDOptimizer (with --outer-lr: DiLoCo; 0: the gradients every step)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--outer-lr", o.outer.lr, "DiLoCo (with --sync-every): the pseudo-gradients averaged, and an outer SGD "
                                           "with Nesterov momentum stepped on them at this learning rate (0: local SGD)")
@@ -67,7 +67,7 @@ void parse_options(int argc, char** argv, Options& o) {
   app.add_flag("--reset", o.reset, "Remove an earlier run's step logs and parameters from --out first");
   app.add_option("--inject", o.faults, "ID:WHERE@STEP, e.g. r1:allreduce@8: that replica's --fault (repeatable)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  app.add_option("--replace-after", o.replace_after_s, "Start a new replica this many seconds after one is lost (default: never)")
+  app.add_option("--replace-after", o.replace_after_s, "Start a new replica this many seconds after one is lost (-1: never)")
       ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
   app.add_option("--link", o.link, "Each replica a host with its own address, on a link of this bandwidth (e.g. 10mbit), "
                                   "the lighthouse on the first (02_spawn's --link; needs root)");

@@ -16,8 +16,8 @@ namespace ch08 {
 // committed step 7 wrote the same line, the samples of consecutive steps follow each other
 // without a gap or an overlap, and a single process that replays the lines must end with the
 // replicas' parameters. `average` is gradients (every step), or under local SGD parameters (a
-// sync step) or none (Note [Local SGD]), under DiLoCo pseudo-gradients (a sync step), none, or
-// discarded (a sync that failed: Note [DiLoCo]). Also written: "healed from <id> step <k>" by a replica
+// sync step), failed (a sync that failed) or none (Note [Local SGD]), under DiLoCo
+// pseudo-gradients (a sync step), discarded (a sync that failed: Note [DiLoCo]) or none. Also written: "healed from <id> step <k>" by a replica
 // that healed, "fault ... at <t>" by one about to be killed, "failed <t>" and "recovered ..." with
 // the times of a recovery, "final <fingerprint>".
 class StepLog {
@@ -37,7 +37,7 @@ class StepLog {
 struct StepRecord {
   int64_t step = 0, position = 0, batch = 0, quorum = 0;
   std::vector<std::string> contributors;
-  std::string average = "gradients";  // gradients, parameters (local SGD), pseudo-gradients or discarded (DiLoCo), none
+  std::string average = "gradients";  // gradients, parameters or failed (local SGD), pseudo-gradients or discarded (DiLoCo), none
 };
 std::string format_step(const StepRecord& r);
 // Parses a "step ..." line; false if the line is another kind.

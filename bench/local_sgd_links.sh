@@ -4,7 +4,7 @@
 # step time, from the commit times in replica r0's step log (the first commit to the last, over
 # the steps between), and the bytes each replica all-reduced. --sync-every 4 for both. The toy
 # model is 161 parameters: what the links cost here is each collective's latency and its few
-# bytes, not bandwidth; a bigger model would spend far more per byte (docs/ddp_sim.md).
+# bytes, not bandwidth; a bigger model's bytes would count (bench/cost_model.sh --link measures both).
 # Usage: bench/local_sgd_links.sh [--repeats N] [--steps S] [rate ...]   (default rates: 1mbit 100mbit)
 # Writes results/local_sgd_links.json (scripts/results.sh: DDP_RECORD_RESULTS=1 for the course's own).
 set -euo pipefail

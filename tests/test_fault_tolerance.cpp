@@ -224,10 +224,15 @@ TEST(FaultTolerance, LocalSgdIsPostLocalSgdOptimizerBitForBit) {
 // parameters, and the replacement heals in; every replica that finished equals a replay of its own
 // steps, heals and averages, bit for bit (2 contributors a step).
 TEST(FaultTolerance, LocalSgdSurvivesALostReplicaAndHealsIn) {
+  const std::string run = temp_dir() + "/run";
   ProcResult r = chapter08({"--replicas", "2", "--sync-every", "4", "--momentum", "0.9", "--inject", "r1:forward@8", "--replace-after",
-                            "0", "--steps", "100", "--step-ms", "40", "--out", temp_dir() + "/run"});
+                            "0", "--steps", "100", "--step-ms", "40", "--out", run});
+  std::ifstream log(run + "/steps.r0.txt");
+  const std::string steps((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(steps.find("step 8 position 128 batch 8 contributors r0,r1 quorum 1 average failed\n"), std::string::npos) << steps;
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("step 8: the average failed"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[replica r1] fault: SIGKILL to myself in forward of step 8"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[replica r2] quorum"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("healing from r0"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("each equal to a single-process replay of its own steps and the averages (local SGD): bit-identical"),
@@ -262,16 +267,18 @@ TEST(FaultTolerance, DilocoIsTorchftsDilocoBitForBit) {
 #endif
 }
 
-// DiLoCo through a lost replica: r1 dies in the forward of step 7, a sync step, so the survivors'
-// sync fails and every survivor throws away its inner steps since the last sync (back to the
+// DiLoCo through a lost replica: r1 dies inside step 7's sync, after its all-reduce (the fault
+// point `allreduce` of a sync), so the survivors' vote fails and every survivor throws away its
+// inner steps since the last sync (back to the
 // global parameters, "average discarded" in the step log); the replacement heals in, global
 // parameters and outer optimizer included; every replica that finished equals a replay of its
 // own steps, heals and syncs, bit for bit.
 TEST(FaultTolerance, DilocoDiscardsAFailedSyncAndHealsIn) {
   const std::string run = temp_dir() + "/run";
-  ProcResult r = chapter08({"--replicas", "2", "--sync-every", "4", "--outer-lr", "0.7", "--momentum", "0.9", "--inject", "r1:forward@7",
+  ProcResult r = chapter08({"--replicas", "2", "--sync-every", "4", "--outer-lr", "0.7", "--momentum", "0.9", "--inject", "r1:allreduce@7",
                             "--replace-after", "0", "--steps", "100", "--step-ms", "40", "--out", run});
   EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("[replica r1] fault: SIGKILL to myself in allreduce of step 7"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("step 7: the average failed"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("healing from r0"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("(DiLoCo): bit-identical"), std::string::npos) << r.output;

@@ -37,8 +37,8 @@ bool sync_parameters(ddp::Backend& pg, std::vector<torch::Tensor>& params, bool 
 // what is averaged is each replica's progress since the last sync, the pseudo-gradient
 // global - params, and the new global parameters come from an outer optimizer stepped on that
 // average (SGD with Nesterov momentum, --outer-momentum: the DiLoCo paper's, arXiv 2311.08105).
-// With L = 1 and no momentum the outer step lands on the replicas' average (in exact arithmetic):
-// local SGD's, taken at DiLoCo's sync steps, not local SGD's. The order is
+// With L = 1 and no momentum the outer step lands on the replicas' average (in exact arithmetic),
+// as local SGD's does, but taken after steps H-1, 2H-1, ... rather than 0, H, 2H, .... The order is
 // torchft's DiLoCo (torchft/local_sgd.py, _StreamingDiLoCoFragment.prepare_sync and
 // perform_sync, the whole model one fragment, synced without delay: its plain DiLoCo): after the inner steps of steps H-1, 2H-1, ... the
 // pseudo-gradients are all-reduced (summed, then divided by the contributors: Manager.allreduce),

@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
           } else {  // local SGD: each keeps its own parameters; DiLoCo: all go back to the global ones
             average = state.diloco ? "discarded" : "failed";
             if (state.diloco) ch08::discard_local_steps(diloco, params);
-            ddp::log("step " + std::to_string(state.step) + ": the average failed; asking for a new quorum");
+            ddp::log("step " + std::to_string(state.step) + ": the average failed" + (state.diloco ? ", back to the global parameters" : "") + "; asking for a new quorum");
             failures = 1, failed_at = ddp::monotonic_seconds(), current.clear();
             steps.line("failed " + std::to_string(failed_at));
           }

@@ -216,11 +216,17 @@ Quorum LighthouseClient::ask(int64_t step, int64_t failures, double deadline_s) 
       const std::string key = "answer/" + id_ + "/" + std::to_string(++seq_);
       set_text(*ask_store_, "ask/" + id_,
                std::to_string(seq_) + " " + std::to_string(step) + " " + std::to_string(failures) + " " + address_);
+      int64_t ended = -1;
+      double ended_seen = -1;
       for (int polls = 0; !ask_store_->check({key}); ++polls) {
-        if (polls % 50 == 0 && ask_store_->check({"ended"})) {
-          const int64_t ended = std::stoll(get_text(*ask_store_, "ended"));
-          if (ended > step) throw RunEnded(ended);
+        if (ended_seen < 0 && polls % 50 == 0 && ask_store_->check({"ended"})) {
+          ended = std::stoll(get_text(*ask_store_, "ended"));
+          if (ended > step) ended_seen = ddp::monotonic_seconds();
         }
+        // The run ended past our step. An answer the lighthouse wrote with the finishers' may still
+        // be on its way to a process that stalled (local SGD's steps between syncs wait for no
+        // one): a second's grace before saying the run ended without us.
+        if (ended_seen >= 0 && ddp::monotonic_seconds() - ended_seen > 1) throw RunEnded(ended);
         if (ddp::monotonic_seconds() - start > deadline_s)
           throw NoQuorum("no quorum formed within " + ddp::seconds(deadline_s) +
                                    " (--quorum-deadline): fewer replicas than --min-replicas are alive");

@@ -5,14 +5,11 @@
 #include "08_fault_tolerance/step_vote.h"
 
 namespace ch08 {
+namespace {
 
-bool sync_parameters(ddp::Backend& pg, std::vector<torch::Tensor>& params, bool contributes, int contributors,
-                     const FaultPoint& hit) {
-  std::vector<torch::Tensor> parts;
-  for (const torch::Tensor& p : params) parts.push_back(p.detach().reshape(-1));
-  std::vector<torch::Tensor> flat{torch::cat(parts)};
-  if (contributes) flat[0].div_(contributors);  // divide first, then sum: PyTorch's order
-  else flat[0].zero_();
+// The sync's all-reduce (SUM) of `flat`, then the vote on it; --fault allreduce and vote strike
+// between. True only if every member's all-reduce succeeded.
+bool allreduce_and_vote(ddp::Backend& pg, std::vector<torch::Tensor>& flat, const FaultPoint& hit) {
   bool ok = true;
   try {
     pg.allreduce(flat)->wait();
@@ -22,7 +19,19 @@ bool sync_parameters(ddp::Backend& pg, std::vector<torch::Tensor>& params, bool 
   if (hit) hit("allreduce");
   const bool commit = commit_vote(pg, ok);
   if (hit) hit("vote");
-  if (!commit) return false;
+  return commit;
+}
+
+}  // namespace
+
+bool sync_parameters(ddp::Backend& pg, std::vector<torch::Tensor>& params, bool contributes, int contributors,
+                     const FaultPoint& hit) {
+  std::vector<torch::Tensor> parts;
+  for (const torch::Tensor& p : params) parts.push_back(p.detach().reshape(-1));
+  std::vector<torch::Tensor> flat{torch::cat(parts)};
+  if (contributes) flat[0].div_(contributors);  // divide first, then sum: PyTorch's order
+  else flat[0].zero_();
+  if (!allreduce_and_vote(pg, flat, hit)) return false;
   torch::NoGradGuard no_grad;
   int64_t offset = 0;
   for (torch::Tensor& p : params) {
@@ -66,16 +75,7 @@ bool sync_diloco(ddp::Backend& pg, Diloco& d, std::vector<torch::Tensor>& params
                  const FaultPoint& hit) {
   std::vector<torch::Tensor> flat{pseudo_gradient(d, params)};
   if (!contributes) flat[0].zero_();
-  bool ok = true;
-  try {
-    pg.allreduce(flat)->wait();  // summed, then divided: torchft's Manager.allreduce
-  } catch (const std::exception&) {
-    ok = false;
-  }
-  if (hit) hit("allreduce");
-  const bool commit = commit_vote(pg, ok);
-  if (hit) hit("vote");
-  if (!commit) return false;
+  if (!allreduce_and_vote(pg, flat, hit)) return false;  // summed here, divided below: torchft's Manager.allreduce
   outer_step(d, params, flat[0].div_(contributors));
   return true;
 }

@@ -155,7 +155,7 @@ bool check_run(const std::string& out, const ddp::toy::TrainConfig& cfg, const O
   int64_t next = 0;
   for (const auto& [step, r] : schedule) {
     follow = follow && r.position == next;
-    next = r.position + static_cast<int64_t>(r.contributors.size()) * r.batch;
+    next = r.position + static_cast<int64_t>(r.contributors.size()) * r.batch * r.ranks;
   }
   ok &= check(agree && whole && follow, "the step logs agree on " + std::to_string(schedule.size()) + " of " + std::to_string(cfg.steps) +
                                             " steps, and their samples follow each other without a gap or an overlap (samples 0 to " +
@@ -164,7 +164,8 @@ bool check_run(const std::string& out, const ddp::toy::TrainConfig& cfg, const O
   int most = 0;
   bool local = false;
   for (const auto& [step, r] : schedule) {
-    steps.push_back(r), most = std::max(most, static_cast<int>(r.contributors.size()));
+    // A replica group of 3 or more ranks adds in Gloo's ring order within the group (05's DDP) too.
+    steps.push_back(r), most = std::max(most, static_cast<int>(r.contributors.size()) * (r.ranks > 2 ? 2 : 1));
     local = local || r.average != "gradients";
   }
   if (local) {  // local SGD: replicas differ between averages; each is held to its own replay
@@ -287,6 +288,7 @@ int launch(const Options& o) {
                                "--run", run, "--out", out, "--steps", std::to_string(cfg.steps), "--lr", num(cfg.lr),
                                "--batch", std::to_string(cfg.batch), "--seed", std::to_string(cfg.seed), "--optimizer",
                                cfg.optimizer, "--momentum", num(cfg.momentum), "--contributors", std::to_string(o.contributors),
+                               "--ranks-per-replica", std::to_string(o.ranks_per_replica),
                                "--timeout", num(o.timeout_s), "--quorum-deadline", num(o.quorum_deadline_s), "--step-ms",
                                num(o.step_ms), "--sync-every", std::to_string(o.sync_every), "--outer-lr",
                                num(o.outer.lr), "--outer-momentum", num(o.outer.momentum)};

@@ -145,9 +145,9 @@ std::string Lighthouse::tick(double now) {
 }
 
 LighthouseClient::LighthouseClient(std::string host, int port, std::string run, std::string replica_id, std::string address,
-                                   double connect_timeout_s)
+                                   double connect_timeout_s, bool member)
     : host_(std::move(host)), run_(std::move(run)), id_(std::move(replica_id)), address_(std::move(address)), port_(port),
-      connect_timeout_s_(connect_timeout_s) {
+      connect_timeout_s_(connect_timeout_s), member_(member) {
   try {
     connect();
   } catch (const ddp::UsageError&) {
@@ -157,7 +157,7 @@ LighthouseClient::LighthouseClient(std::string host, int port, std::string run, 
                           ddp::seconds(connect_timeout_s_) + " (" + ddp::short_what(e) +
                           "): start it first (08_fault_tolerance --lighthouse-only), or fix --lighthouse");
   }
-  beats_ = std::thread([this] { beat_loop(); });
+  if (member_) beats_ = std::thread([this] { beat_loop(); });
 }
 
 LighthouseClient::~LighthouseClient() {
@@ -173,7 +173,7 @@ void LighthouseClient::connect() {
                           "': a replica joins only its own run (--run)");
   const std::string epoch = get_text(*ask, "epoch");
   const int beat_port = std::stoi(get_text(*ask, "beat_port"));
-  set_text(*ask, "join/" + std::to_string(ask->add("joins", 1)), id_);
+  if (member_) set_text(*ask, "join/" + std::to_string(ask->add("joins", 1)), id_);
   std::lock_guard<std::mutex> lock(mu_);
   ask_store_ = ask, beat_port_ = beat_port, epoch_ = epoch;
 }
@@ -266,8 +266,12 @@ void LighthouseClient::finished(int64_t step) {
   }
 }
 
-c10::intrusive_ptr<c10d::Store> LighthouseClient::group_store(const Quorum& q) {
-  return c10::make_intrusive<c10d::PrefixStore>("group/" + group_name(q), ask_store_);
+c10::intrusive_ptr<c10d::Store> LighthouseClient::group_store(const Quorum& q, int lane) {
+  return c10::make_intrusive<c10d::PrefixStore>("group/" + group_name(q) + "/lane" + std::to_string(lane), ask_store_);
+}
+
+void LighthouseClient::follow(const std::string& epoch) {
+  if (epoch != epoch_) connect();
 }
 
 }  // namespace ch08

@@ -79,8 +79,10 @@ struct RunEnded : std::runtime_error {
 class LighthouseClient {
  public:
   // Connects to the lighthouse at host:port; throws UsageError if it serves another run.
+  // `member` false: a replica group's other ranks (Note [A replica group of several ranks]): they
+  // neither join nor beat, and reach the lighthouse only for their groups' stores.
   LighthouseClient(std::string host, int port, std::string run, std::string replica_id, std::string address,
-                   double connect_timeout_s);
+                   double connect_timeout_s, bool member = true);
   ~LighthouseClient();
   // Asks for the quorum of the next step. If the lighthouse does not answer, says so, waits and
   // connects again (a lighthouse started again), for up to `deadline_s`; then throws.
@@ -90,7 +92,11 @@ class LighthouseClient {
   // The quorum's group: its name ("<epoch>/<quorum id>": a lighthouse started again counts from 1
   // again, in a new epoch), and the store it meets on, under that name.
   std::string group_name(const Quorum& q) const { return epoch_ + "/" + std::to_string(q.id); }
-  c10::intrusive_ptr<c10d::Store> group_store(const Quorum& q);
+  // `lane`: the local rank whose cross-group group it is (Note [A replica group of several ranks]).
+  c10::intrusive_ptr<c10d::Store> group_store(const Quorum& q, int lane);
+  const std::string& epoch() const { return epoch_; }
+  // A rank that is not the leader: connects again if the leader's answer came from another epoch.
+  void follow(const std::string& epoch);
 
  private:
   void connect();
@@ -98,6 +104,7 @@ class LighthouseClient {
   std::string host_, run_, id_, address_;
   int port_;
   double connect_timeout_s_;
+  bool member_;
   std::mutex mu_;  // guards ask_store_/beat_port_ against the heartbeat thread
   c10::intrusive_ptr<c10d::Store> ask_store_;
   int beat_port_ = 0;

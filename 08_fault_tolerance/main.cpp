@@ -1,6 +1,7 @@
 // 08_fault_tolerance: training that goes on through a lost replica, without a restart.
 //
-// The lesson: chapter 03's data-parallel step, made to survive a replica that dies. Before every
+// The lesson: chapter 03's data-parallel step, made to survive a replica that dies. A replica is
+// one rank, or a group of ranks that train as chapter 05's DDP among themselves (1). Before every
 // step each replica asks a lighthouse who trains this step (a quorum, 2); a new quorum gets a new
 // process group (3); a replica that is behind copies the state of one that is not, over the
 // network (4); every step's all-reduce ends with a vote, and a step is applied only where every
@@ -11,6 +12,7 @@
 //   ./build-cpu/08_fault_tolerance --replicas 2
 //   ./build-cpu/08_fault_tolerance --replicas 3 --inject r1:allreduce@8 --replace-after 0 --steps 100 --step-ms 50
 //   ./build-cpu/08_fault_tolerance --replicas 2 --sync-every 4 [--outer-lr 0.7]  # local SGD [DiLoCo]
+//   ./build-cpu/08_fault_tolerance --replicas 2 --ranks-per-replica 2  # replica groups of 2 ranks
 // By hand, one terminal each (the lighthouse first; --expect 2: the first quorum waits for both):
 //   ./build-cpu/08_fault_tolerance --lighthouse-only --port 29510 --expect 2
 //   ./build-cpu/08_fault_tolerance --replica-id r0 --lighthouse 127.0.0.1:29510
@@ -30,18 +32,14 @@
 #include "08_fault_tolerance/local_sgd.h"
 #include "08_fault_tolerance/lighthouse.h"
 #include "08_fault_tolerance/options.h"
+#include "08_fault_tolerance/replica_group.h"
 #include "08_fault_tolerance/step_log.h"
 #include "08_fault_tolerance/step_vote.h"
 #include "common/basics/failure.h"
 #include "common/basics/log.h"
 #include "common/launch/error_file.h"
 #include "common/launch/net.h"
-
-namespace ch08 {
-// A Gloo group of `size` on `store` (a fresh prefix per quorum): below main.
-c10::intrusive_ptr<ddp::Backend> new_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                           const std::string& host, double timeout_s);
-}  // namespace ch08
+#include "05_ddp/ddp.h"
 
 int main(int argc, char** argv) {
   ch08::Options o;
@@ -50,21 +48,27 @@ int main(int argc, char** argv) {
     if (o.serve) return ch08::serve_lighthouse(o);         // lighthouse_main.cpp
     if (o.replicas > 0 || o.check_only) return ch08::launch(o);  // launch.cpp
     if (o.replica_id.empty()) throw ddp::UsageError("say which replica this is (--replica-id), or start them all (--replicas N)");
-    ddp::set_log_identity("replica " + o.replica_id);
     const ddp::toy::TrainConfig& cfg = o.train.cfg;
     ch08::Fault fault = ch08::parse_fault(o.fault, "--fault");
+    ch08::StepLog steps(o.out, o.replica_id);
+    auto [host, port] = ch08::split_address(o.lighthouse, "--lighthouse");
 
-    // 1. The model and its optimizer: the same seed on every replica, so all start equal.
+    // 1. A replica group: --ranks-per-replica processes (one by default), 05's DDP among them, the
+    //    same seed everywhere, so all start equal (Note [A replica group of several ranks]).
+    const int G = o.ranks_per_replica, local = ch08::fork_ranks(o);  // from here on, one rank of the group
+    ddp::set_log_identity("replica " + o.replica_id + (G > 1 ? "." + std::to_string(local) : ""), false);  // no DDP bucket lines
+    if (local != G - 1) fault = {};  // --fault strikes the group's last rank
+    if (local > 0) steps.follow();   // the leader writes the replica's step log
+    fault.log = &steps;
     auto model = ddp::toy::make_model(cfg.seed);
     std::vector<torch::Tensor> params = model->parameters();
     auto optimizer = ddp::toy::make_optimizer(params, cfg);
+    ddp::Group inner = ch08::inner_group(o, local);
+    ddp::DistributedDataParallel ddp_model(model.ptr(), inner, ddp::kOneBucket);
     ch08::Diloco diloco = ch08::make_diloco(params, o.outer);  // --outer-lr: DiLoCo's state (Note [DiLoCo])
     ch08::ReplicaState state{params, optimizer.get(), 0, 0, diloco.outer ? &diloco : nullptr};
-    ch08::StepLog steps(o.out, o.replica_id);
-    fault.log = &steps;
-    if (!o.train.save_init.empty()) ddp::toy::save_params(params, o.train.save_init);
-    auto [host, port] = ch08::split_address(o.lighthouse, "--lighthouse");
-    ch08::LighthouseClient lighthouse(host, port, o.run, o.replica_id, std::to_string(::getpid()), o.quorum_deadline_s);
+    if (!o.train.save_init.empty() && local == 0) ddp::toy::save_params(params, o.train.save_init);
+    ch08::LighthouseClient lighthouse(host, port, o.run, o.replica_id, std::to_string(::getpid()), o.quorum_deadline_s, local == 0);
 
     std::string current;  // the group we hold: group_name() of its quorum
     int64_t failures = 0;
@@ -76,7 +80,7 @@ int main(int argc, char** argv) {
       fault.at("quorum", state.step);
       ch08::Quorum q;
       try {
-        q = lighthouse.ask(state.step, failures, o.quorum_deadline_s);
+        q = ch08::ask_together(inner, lighthouse, state.step, failures, o.quorum_deadline_s);  // the leader asks
       } catch (const ch08::RunEnded& e) {  // came too late: the others have finished
         ddp::log("the run ended at step " + std::to_string(e.step) + " before this replica could join: nothing to do");
         return ddp::kExitOk;
@@ -93,10 +97,14 @@ int main(int argc, char** argv) {
       const bool fresh = lighthouse.group_name(q) != current;
       if (fresh) {
         pg.reset();
-        try {
-          pg = ch08::new_group(lighthouse.group_store(q), a.replica_rank, a.replica_world, host, o.timeout_s);
-        } catch (const std::exception& e) {  // a member lost while the group formed: ask again
-          ddp::log(said + ": the new group did not form (" + ddp::short_what(e) + "); asking again");
+        std::string why;
+        try {  // each rank k of the group joins lane k's group: local rank k of every member
+          pg = ch08::new_group(lighthouse.group_store(q, local), a.replica_rank, a.replica_world, host, o.timeout_s);
+        } catch (const std::exception& e) {
+          why = ddp::short_what(e);
+        }
+        if (!ch08::agree(inner, why.empty())) {  // a member lost while the groups formed: ask again
+          ddp::log(said + ": the new group did not form (" + (why.empty() ? "another lane's" : why) + "); asking again");
           failures = 1, failed_at = failed_at < 0 ? ddp::monotonic_seconds() : failed_at;
           continue;
         }
@@ -110,13 +118,18 @@ int main(int argc, char** argv) {
       // 4. Heal: a replica behind the quorum's step copies parameters, optimizer state, step and
       //    data position from a member at that step (Note [Healing from a peer]).
       bool ok = true;
+      const int64_t behind = state.step;
       try {
         if (a.heal) ch08::recv_state(*pg, a.heal_from, state), steps.line("healed from " + q.members[a.heal_from].replica_id + " step " + std::to_string(state.step));
         for (int to : a.heal_to) ch08::send_state(*pg, to, state);
-      } catch (const std::exception& e) {  // a receiver holds half a state: it asks again; a donor goes on
+      } catch (const std::exception& e) {
         ddp::log("healing failed: " + ddp::short_what(e));
-        if (a.heal) { failures = 1, failed_at = ddp::monotonic_seconds(), current.clear(); continue; }
         ok = false;
+      }
+      ok = ch08::agree(inner, ok);  // every rank of the group healed, or none counts as healed
+      if (!ok && a.heal) {  // a receiver holds half a state: it asks again, still behind; a donor goes on
+        state.step = behind, failures = 1, failed_at = ddp::monotonic_seconds(), current.clear();
+        continue;
       }
       const double healed_at = ddp::monotonic_seconds();
 
@@ -131,9 +144,12 @@ int main(int argc, char** argv) {
       const bool contributes = me != contributors.end() && !a.heal;
       fault.at("forward", state.step);
       if (o.step_ms > 0) std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(o.step_ms * 1000)));
-      auto [x, y] = ddp::toy::batch(static_cast<int>(state.position / cfg.batch + (contributes ? me - contributors.begin() : 0)), 0, cfg.batch, 1);
+      auto [x, y] = ddp::toy::batch(static_cast<int>(state.position / cfg.batch + (contributes ? me - contributors.begin() : 0) * G + local), 0, cfg.batch, 1);
       torch::Tensor loss = torch::mse_loss(model->forward(x), y);
-      std::vector<torch::Tensor> grads = torch::autograd::grad({loss}, params);
+      for (torch::Tensor& p : params) p.mutable_grad() = torch::Tensor();
+      loss.backward();  // 05's DDP: the average over the group's ranks into .grad()
+      std::vector<torch::Tensor> grads;  // the .grad() tensors themselves: averaged in place below
+      for (const torch::Tensor& p : params) grads.push_back(p.grad());
 
       // 6. Average over the contributors (zeros from the others), vote, and apply only if all said yes
       //    (Note [Zeros until healed, and a vote]). --sync-every H: each contributor steps alone; every
@@ -142,10 +158,9 @@ int main(int argc, char** argv) {
       std::string average = o.sync_every > 0 ? "none" : "gradients";
       const auto hit = [&](const char* where) { fault.at(where, state.step); };  // --fault allreduce, vote
       if (o.sync_every > 0) {
-        for (size_t k = 0; contributes && k < params.size(); ++k) params[k].mutable_grad() = grads[k];
         if (contributes) optimizer->step();
         if ((state.step + (state.diloco ? 1 : 0)) % o.sync_every == 0) {  // DiLoCo: after steps H-1, 2H-1, ...
-          if (ok && (state.diloco ? ch08::sync_diloco(*pg, diloco, params, contributes, n, hit) : ch08::sync_parameters(*pg, params, contributes, n, hit))) {
+          if (ch08::agree(inner, ok && (state.diloco ? ch08::sync_diloco(*pg, diloco, params, contributes, n, hit) : ch08::sync_parameters(*pg, params, contributes, n, hit)))) {
             average = state.diloco ? "pseudo-gradients" : "parameters", ++averages;
           } else {  // local SGD: each keeps its own parameters; DiLoCo: all go back to the global ones
             average = state.diloco ? "discarded" : "failed";
@@ -157,7 +172,7 @@ int main(int argc, char** argv) {
         }
       } else {
         ok = ok && ch08::average_gradients(*pg, grads, contributes, n, [&] { hit("allreduce"); });
-        const bool commit = ch08::commit_vote(*pg, ok);
+        const bool commit = ch08::agree(inner, ch08::commit_vote(*pg, ok));  // every lane's vote passed
         hit("vote");
         if (!commit) {
           ddp::log("step " + std::to_string(state.step) + " failed (an all-reduce or the vote): not applied anywhere; "
@@ -166,12 +181,11 @@ int main(int argc, char** argv) {
           steps.line("failed " + std::to_string(failed_at));
           continue;
         }
-        for (size_t k = 0; k < params.size(); ++k) params[k].mutable_grad() = grads[k];
         optimizer->step(), ++averages;
       }
-      steps.line(ch08::format_step({state.step, state.position, cfg.batch, q.id, contributors, average}));
+      steps.line(ch08::format_step({state.step, state.position, cfg.batch, q.id, contributors, average, G}));
       steps.line("committed " + std::to_string(state.step) + " at " + std::to_string(ddp::monotonic_seconds()));
-      state.position += n * cfg.batch;
+      state.position += n * G * cfg.batch;
       ++state.step;
       if (failed_at >= 0 && failed_at < quorum_at) {  // a failure before this step's quorum: this step recovered
         steps.recovered(state.step - 1, {failed_at, quorum_at, group_at, healed_at, ddp::monotonic_seconds()});
@@ -179,12 +193,12 @@ int main(int argc, char** argv) {
       }
       if (state.step == 1 || state.step % 5 == 0 || state.step == cfg.steps)
         ddp::log("step " + std::to_string(state.step - 1) + ": loss " + std::to_string(loss.item<double>()) + " on " +
-                 std::to_string(n) + " contributor(s), samples from " + std::to_string(state.position - n * cfg.batch));
+                 std::to_string(n) + " contributor(s), samples from " + std::to_string(state.position - n * G * cfg.batch));
     }
     // 7. The parameters' fingerprint, for the launcher to compare with every replica's and the replay's.
-    lighthouse.finished(state.step);
+    if (local == 0) lighthouse.finished(state.step);
     const std::string fp = ddp::toy::fingerprint(params);
-    ddp::toy::save_params(params, o.out + "/params." + o.replica_id + ".pt");
+    if (local == 0) ddp::toy::save_params(params, o.out + "/params." + o.replica_id + ".pt");
     steps.line("final " + fp);
     int64_t bytes = 0;
     for (const torch::Tensor& p : params) bytes += p.numel() * p.element_size();
@@ -194,20 +208,3 @@ int main(int argc, char** argv) {
     return ddp::kExitOk;
   });
 }
-
-namespace ch08 {
-
-c10::intrusive_ptr<ddp::Backend> new_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                           const std::string& host, double timeout_s) {
-  auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
-  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME")) {
-    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
-  } else if (ddp::is_loopback(host)) {
-    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-  } else {
-    opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-  }
-  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts);
-}
-
-}  // namespace ch08

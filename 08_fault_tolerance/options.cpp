@@ -29,6 +29,9 @@ void parse_options(int argc, char** argv, Options& o) {
   app.add_option("--contributors", o.contributors, "At most K members contribute to a step, the rest are spares "
                                                    "(the global batch stays K x --batch); 0: all (it changes with the quorum)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--ranks-per-replica", o.ranks_per_replica, "Ranks in each replica group, on one host: chapter 05's DDP among "
+                                                           "them, the quorum across groups (Note [A replica group of several ranks])")
+      ->check(CLI::Range(1, 8));
   app.add_option("--timeout", o.timeout_s, "Seconds a collective waits for a silent peer (Gloo cannot abort one)")
       ->check(ddp::finite_number())->check(CLI::PositiveNumber);
   app.add_option("--quorum-deadline", o.quorum_deadline_s, "Seconds a replica waits for a quorum (or for a lost lighthouse) before it exits 1")
@@ -45,7 +48,7 @@ void parse_options(int argc, char** argv, Options& o) {
                                          "(so that a replacement started late still finds the run going)")
       ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
   app.add_option("--fault", o.fault, "WHERE@STEP: SIGKILL this replica before it asks for that step's quorum (quorum), in its forward, inside its "
-                                 "all-reduce (allreduce) or after its vote (vote), or SIGSTOP it (stop)");
+                                 "all-reduce (allreduce) or after its vote (vote), or SIGSTOP it (stop); in a replica group of several ranks, its last rank");
   // the lighthouse
   app.add_flag("--lighthouse-only", o.serve, "Be the lighthouse, on --port, until a signal (or --serve-for)");
   app.add_option("--port", o.port, "The lighthouse's port")->check(CLI::Range(1, 65535));

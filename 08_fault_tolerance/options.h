@@ -18,6 +18,7 @@ struct Options {
   std::string out;              // --out: the run's folder (default runs/08_fault_tolerance/<run>)
   bool out_given = false;
   bool reset = false;           // --reset: the launcher removes an earlier run's step logs from --out
+  int ranks_per_replica = 1;   // --ranks-per-replica G: each replica group G ranks (05's DDP inside)
   int contributors = 0;         // --contributors K: at most K members contribute (0: all)
   double timeout_s = 2;         // --timeout: how long a collective waits for a silent peer
   double quorum_deadline_s = 30;  // --quorum-deadline

@@ -7,6 +7,29 @@
 
 namespace ch08 {
 
+namespace {
+
+// Contributor j's gradient at step r: one batch; with a replica group of G ranks, chapter 05's DDP
+// average of its G batches (each times 1/G, summed in rank order: Note [A replica group of several ranks]).
+std::vector<torch::Tensor> contributor_gradient(torch::nn::Sequential& model, const std::vector<torch::Tensor>& params,
+                                                const StepRecord& r, int64_t j) {
+  std::vector<torch::Tensor> sum;
+  for (int64_t k = 0; k < r.ranks; ++k) {
+    auto [x, y] = ddp::toy::batch(static_cast<int>(r.position / r.batch + j * r.ranks + k), 0, static_cast<int>(r.batch), 1);
+    std::vector<torch::Tensor> g = torch::autograd::grad({torch::mse_loss(model->forward(x), y)}, params);
+    if (r.ranks == 1) return g;
+    const torch::Tensor inverse = torch::scalar_tensor(1.0 / static_cast<double>(r.ranks), torch::kDouble);  // as 05's DDP
+    for (size_t i = 0; i < g.size(); ++i) {
+      torch::Tensor part = at::mul(g[i], inverse);
+      if (sum.size() < g.size()) sum.push_back(part);
+      else sum[i] = sum[i] + part;
+    }
+  }
+  return sum;
+}
+
+}  // namespace
+
 std::vector<torch::Tensor> replay(const std::vector<StepRecord>& schedule, const ddp::toy::TrainConfig& cfg) {
   auto model = ddp::toy::make_model(cfg.seed);
   std::vector<torch::Tensor> params = model->parameters();
@@ -15,8 +38,7 @@ std::vector<torch::Tensor> replay(const std::vector<StepRecord>& schedule, const
     std::vector<torch::Tensor> sum;
     const int64_t n = static_cast<int64_t>(r.contributors.size());
     for (int64_t j = 0; j < n; ++j) {
-      auto [x, y] = ddp::toy::batch(static_cast<int>(r.position / r.batch + j), 0, static_cast<int>(r.batch), 1);
-      std::vector<torch::Tensor> g = torch::autograd::grad({torch::mse_loss(model->forward(x), y)}, params);
+      std::vector<torch::Tensor> g = contributor_gradient(model, params, r, j);
       if (sum.empty()) sum = g;
       else for (size_t k = 0; k < g.size(); ++k) sum[k] = sum[k] + g[k];  // the contributors' order, as in the all-reduce
     }
@@ -70,8 +92,7 @@ std::map<std::string, std::vector<torch::Tensor>> replay_local(const std::vector
     const int64_t n = static_cast<int64_t>(r.contributors.size());
     for (int64_t j = 0; j < n; ++j) {
       Replica& me = get(r.contributors[j]);
-      auto [x, y] = ddp::toy::batch(static_cast<int>(r.position / r.batch + j), 0, static_cast<int>(r.batch), 1);
-      std::vector<torch::Tensor> g = torch::autograd::grad({torch::mse_loss(me.model->forward(x), y)}, me.params);
+      std::vector<torch::Tensor> g = contributor_gradient(me.model, me.params, r, j);
       for (size_t k = 0; k < g.size(); ++k) me.params[k].mutable_grad() = g[k];
       me.optimizer->step();
     }

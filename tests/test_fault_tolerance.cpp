@@ -4,6 +4,7 @@
 // schedule gives them); these tests hold what the runs print to what the faults must do.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <regex>
 
@@ -287,4 +288,58 @@ TEST(FaultTolerance, DilocoDiscardsAFailedSyncAndHealsIn) {
   const std::string steps((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
   EXPECT_NE(steps.find(" average discarded\n"), std::string::npos) << steps;
   EXPECT_GE(count(steps, " average pseudo-gradients\n"), 20) << steps;  // syncs after steps 3, 7, ..., 99, less the failed one
+}
+
+// Replica groups of two ranks (Note [A replica group of several ranks]): 05's DDP inside each
+// group, the quorum across groups, one cross-group group per local rank. A rank SIGKILLed inside
+// the all-reduce takes its whole group with it (its forker kills the other rank and ends as
+// killed), the survivors' two ranks fail the step together and go on alone; the replacement's two
+// ranks each heal from the donor's rank of the same local rank. A stopped rank is found by its own
+// group's DDP timeout. Two groups: at most 2 contributors of 2 ranks a step, so the replay, which
+// averages each contributor's 2 batches as DDP does (times 1/2, summed), is exact. Under local SGD
+// the same, each replica against its own replay.
+TEST(FaultTolerance, ReplicaGroupsOfTwoRanksAreLostWholeAndHealRankByRank) {
+  const std::string dir = temp_dir();
+  ProcResult r = chapter08({"--replicas", "2", "--ranks-per-replica", "2", "--momentum", "0.9", "--inject", "r1:allreduce@6",
+                            "--replace-after", "0", "--steps", "60", "--step-ms", "40", "--out", dir + "/grad"});
+  expect_checked(r);
+  EXPECT_EQ(count(r.output, "[replica r1.1] fault: SIGKILL to myself in allreduce of step 6"), 1) << r.output;
+  EXPECT_EQ(count(r.output, "[replica r1] rank 1 of 2 was killed (Killed): the replica group is lost"), 1) << r.output;
+  EXPECT_EQ(count(r.output, "r1 was killed"), 1) << r.output;
+  EXPECT_EQ(count(r.output, "step 6 failed"), 2) << r.output;  // r0's two ranks, together
+  for (const std::string k : {"0", "1"})  // each rank of the replacement, from r0's rank of its own local rank
+    EXPECT_TRUE(std::regex_search(r.output, std::regex("\\[replica r2\\." + k + "\\] quorum [0-9]+: r0 r2, rank 1 of 2, a new group; healing from r0")))
+        << r.output;
+  EXPECT_EQ(count(r.output, "] done: 60 steps"), 4) << r.output;  // r0's and r2's ranks; r1 never restarted
+  std::set<std::string> ranks_fingerprints;  // every rank of every group that finished, the healed ones too
+  const std::regex done("\\] done: 60 steps, params fingerprint ([0-9a-f]{16})");
+  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), done); it != std::sregex_iterator(); ++it)
+    ranks_fingerprints.insert((*it)[1].str());
+  EXPECT_EQ(ranks_fingerprints.size(), 1u) << r.output;
+  EXPECT_NE(r.output.find("3 replicas ran, 1 lost, 0 failed"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("bit-identical to the replicas'"), std::string::npos) << r.output;
+  std::ifstream log(dir + "/grad/steps.r0.txt");
+  const std::string steps((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(steps.find("step 0 position 0 batch 8 contributors r0,r1 quorum 1 average gradients ranks 2\n"), std::string::npos) << steps;
+  for (const auto& entry : std::filesystem::directory_iterator(dir + "/grad"))  // each group's own store, removed
+    EXPECT_NE(entry.path().filename().string().rfind(".ranks.", 0), 0u) << entry.path();
+
+  ProcResult stop = chapter08({"--replicas", "2", "--ranks-per-replica", "2", "--inject", "r1:stop@5", "--timeout", "1", "--out",
+                               dir + "/stop"});
+  expect_checked(stop);
+  EXPECT_NE(stop.output.find("[replica r1] rank 0 of 2 exited with code 1: the replica group is lost"), std::string::npos) << stop.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(stop.output, m, std::regex("to the next committed step on r0: [0-9.e-]+s = detection ([0-9.e-]+)s")))
+      << stop.output;
+  EXPECT_GE(std::stod(m[1]), 0.9) << stop.output;  // the group's DDP timeout, then the cross-group one
+  EXPECT_EQ(count(stop.output, "] done: 20 steps"), 2) << stop.output;
+
+  ProcResult local = chapter08({"--replicas", "2", "--ranks-per-replica", "2", "--sync-every", "4", "--momentum", "0.9", "--inject",
+                                "r1:forward@8", "--replace-after", "0", "--steps", "60", "--step-ms", "40", "--out", dir + "/local"});
+  EXPECT_EQ(local.exit_code, 0) << local.output;
+  EXPECT_NE(local.output.find("healing from r0"), std::string::npos) << local.output;
+  EXPECT_NE(local.output.find("each equal to a single-process replay of its own steps and the averages (local SGD): bit-identical"),
+            std::string::npos)
+      << local.output;
+  EXPECT_EQ(count(local.output, "FAILED"), 0) << local.output;
 }

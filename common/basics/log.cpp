@@ -59,6 +59,10 @@ void set_log_identity(const std::string& tag) {
   g_rank = -1;
   g_tag = tag;
 }
+void set_log_identity(const std::string& tag, bool prints_log0) {
+  g_rank = prints_log0 ? -1 : 1;
+  g_tag = tag;
+}
 
 void set_log_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

@@ -8,6 +8,9 @@ namespace ddp {
 // program's role ("launcher", "rank ?/?").
 void set_log_identity(int rank, int world_size);
 void set_log_identity(const std::string& tag);
+// A tag, and whether this process prints log0()'s lines: chapter 08's replica ranks do not (the
+// bucket lines of the DDP class inside a replica group are chapter 05's lesson, not 08's).
+void set_log_identity(const std::string& tag, bool prints_log0);
 
 // From now on every line (log, log0 on rank 0, log_error) also goes to this file, appended:
 // one file per rank keeps each rank's story when the console shows only rank 0.

@@ -338,12 +338,16 @@ TEST(Slurm, AJobThatHitsItsTimeLimitWithoutTheSignalIsReportedInSlurmsOwnState) 
 // job step. The step of r1 is SIGKILLed mid-run (scancel --signal=KILL <job>.<step>): the job goes
 // on with r0, which never restarts; the replacement the job's log names, started with srun into
 // the same job, heals from r0 and trains to the end; the lighthouse stops once every replica has
-// gone, and the script's own checks (the launcher's, on the step logs) pass.
+// gone, and the script's own checks (the launcher's, on the step logs) pass. Each replica is a group
+// of two ranks (Note [A replica group of several ranks]): the step's task forks them, the killed
+// step takes both, and the replacement's two ranks heal from r0's. (The README walk's Slurm block
+// runs the same script with one rank a replica.)
 TEST(Slurm, AReplicaLostMidJobIsReplacedBySrunIntoTheSameJob) {
   SKIP_WITHOUT_SLURM();
   const std::string out = temp_dir();
   auto sub = ddp::run_command({"/bin/bash", "-c", "cd " + std::string(DDP_SOURCE_DIR) + " && sbatch --parsable --output=" + out +
-                                                      "/%x-%j.out 08_fault_tolerance/replicas.sbatch --steps 300 --step-ms 40"
+                                                      "/%x-%j.out --cpus-per-task=2 08_fault_tolerance/replicas.sbatch --steps 300 --step-ms 40"
+                                                      " --ranks-per-replica 2"
                                                       " --momentum 0.9 --out " + out + "/run"},
                               30);
   ASSERT_EQ(sub.exit_code, 0) << sub.output;
@@ -365,13 +369,17 @@ TEST(Slurm, AReplicaLostMidJobIsReplacedBySrunIntoTheSameJob) {
                                                    line[1].str()}},
                           180);
   EXPECT_EQ(r2.exit_code, 0) << r2.output;
-  EXPECT_NE(r2.output.find("healing from r0"), std::string::npos) << r2.output;
-  EXPECT_NE(r2.output.find("[replica r2] done: 300 steps"), std::string::npos) << r2.output;
+  EXPECT_NE(r2.output.find("[replica r2.0] quorum"), std::string::npos) << r2.output;
+  EXPECT_EQ(count(r2.output, "healing from r0"), 2) << r2.output;  // each rank from r0's of its number
+  EXPECT_NE(r2.output.find("[replica r2.0] done: 300 steps"), std::string::npos) << r2.output;
+  EXPECT_NE(r2.output.find("[replica r2.1] done: 300 steps"), std::string::npos) << r2.output;
   EXPECT_EQ(wait_for_end(id, 180), "COMPLETED");
   const std::string log = read_text(log_path);
-  EXPECT_NE(log.find("[replica r0] step 10"), std::string::npos) << log;
-  EXPECT_EQ(count(log, "[replica r0] done: 300 steps"), 1) << log;  // r0 never restarted
-  EXPECT_EQ(log.find("[replica r1] done"), std::string::npos) << log;
+  EXPECT_NE(log.find("[replica r0.0] step 10"), std::string::npos) << log;
+  EXPECT_EQ(count(log, "[replica r0.0] done: 300 steps"), 1) << log;  // r0 never restarted
+  EXPECT_EQ(count(log, "[replica r0.1] done: 300 steps"), 1) << log;
+  EXPECT_EQ(log.find("[replica r1.0] done"), std::string::npos) << log;
+  EXPECT_EQ(log.find("[replica r1.1] done"), std::string::npos) << log;
   EXPECT_NE(log.find("[lighthouse] the run ended and every replica has gone: stopped"), std::string::npos) << log;
   EXPECT_EQ(count(log, "[check] check: "), 3) << log;
   EXPECT_EQ(count(log, ": OK\n"), 3) << log;

@@ -92,7 +92,7 @@ class LighthouseClient {
   // The quorum's group: its name ("<epoch>/<quorum id>": a lighthouse started again counts from 1
   // again, in a new epoch), and the store it meets on, under that name.
   std::string group_name(const Quorum& q) const { return epoch_ + "/" + std::to_string(q.id); }
-  // `lane`: the local rank whose cross-group group it is (Note [A replica group of several ranks]).
+  // `lane` k: the group of local rank k of every member (Note [A replica group of several ranks]).
   c10::intrusive_ptr<c10d::Store> group_store(const Quorum& q, int lane);
   const std::string& epoch() const { return epoch_; }
   // A rank that is not the leader: connects again if the leader's answer came from another epoch.

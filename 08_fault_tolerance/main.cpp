@@ -53,12 +53,12 @@ int main(int argc, char** argv) {
     ch08::StepLog steps(o.out, o.replica_id);
     auto [host, port] = ch08::split_address(o.lighthouse, "--lighthouse");
 
-    // 1. A replica group: --ranks-per-replica processes (one by default), 05's DDP among them, the
-    //    same seed everywhere, so all start equal (Note [A replica group of several ranks]).
+    // 1. A replica: --ranks-per-replica processes, 05's DDP among them, the same seed everywhere. With one
+    //    rank, the default, the group's lines change nothing (Note [A replica group of several ranks]).
     const int G = o.ranks_per_replica, local = ch08::fork_ranks(o);  // from here on, one rank of the group
     ddp::set_log_identity("replica " + o.replica_id + (G > 1 ? "." + std::to_string(local) : ""), false);  // no DDP bucket lines
     if (local != G - 1) fault = {};  // --fault strikes the group's last rank
-    if (local > 0) steps.follow();   // the leader writes the replica's step log
+    if (local > 0) steps.follow();   // the leader (local rank 0) writes the replica's step log
     fault.log = &steps;
     auto model = ddp::toy::make_model(cfg.seed);
     std::vector<torch::Tensor> params = model->parameters();
@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
       if (fresh) {
         pg.reset();
         std::string why;
-        try {  // each rank k of the group joins lane k's group: local rank k of every member
+        try {  // local rank k joins lane k: the group of local rank k of every member
           pg = ch08::new_group(lighthouse.group_store(q, local), a.replica_rank, a.replica_world, host, o.timeout_s);
         } catch (const std::exception& e) {
           why = ddp::short_what(e);

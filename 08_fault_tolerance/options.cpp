@@ -27,7 +27,7 @@ void parse_options(int argc, char** argv, Options& o) {
   app.add_option("--run", o.run, "The run's name: the lighthouse refuses replicas of another run");
   app.add_option("--out", o.out, "The run's folder: each replica's step log (default runs/08_fault_tolerance/<run>)");
   app.add_option("--contributors", o.contributors, "At most K members contribute to a step, the rest are spares "
-                                                   "(the global batch stays K x --batch); 0: all (it changes with the quorum)")
+                                                   "(the global batch stays K x --batch x --ranks-per-replica); 0: all (it changes with the quorum)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--ranks-per-replica", o.ranks_per_replica, "Ranks in each replica group, on one host: chapter 05's DDP among "
                                                            "them, the quorum across groups (Note [A replica group of several ranks])")

@@ -59,10 +59,10 @@ int fork_ranks(const Options& o) {
       code = ddp::kExitUsage;  // bad input: said by the rank; not a lost replica
     } else {
       lost = true;
-      ddp::log("rank " + std::to_string(k) + " of " + std::to_string(n) + " " +
+      ddp::log("its rank " + o.replica_id + "." + std::to_string(k) + " " +
                (WIFSIGNALED(status) ? std::string("was killed (") + strsignal(WTERMSIG(status)) + ")"
                                     : "exited with code " + std::to_string(WEXITSTATUS(status))) +
-               ": the replica group is lost");
+               ": the whole replica is lost");
     }
     for (pid_t other : ranks) if (other != pid) kill(other, SIGKILL);
   }

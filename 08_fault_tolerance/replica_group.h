@@ -13,23 +13,27 @@ namespace ch08 {
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A replica group is what a lost node takes with it: --ranks-per-replica G processes on one host,
 // which train as chapter 05's DDP among themselves (their own group, where nothing is fault
-// tolerant) and as one member of the quorum across groups. This is torchft's shape (its HSDP:
-// plain collectives inside a replica group, the Manager's fault-tolerant ones across): each
-// replica group's local rank k joins the cross-group group of "lane" k, with local rank k of every
-// other member, so that group's all-reduce, vote and healing run G times side by side, rank k
-// copying from the donor's rank k.
+// tolerant) and as one member of the quorum across groups. This is torchft's shape (its hsdp
+// component in torchft/torchx.py: a torchrun per replica group, the Manager's fault-tolerant
+// collectives across groups). Lane k is the group of local rank k of every member, one per quorum:
+// its all-reduce, vote and healing run G times side by side, rank k copying from the donor's rank k.
+// The processes are named by replica and local rank: r1.0, r1.1.
 //   - Only local rank 0, the leader, holds the lighthouse's heartbeat and asks for the quorum; it
-//     writes the answer to the group's own store, where the others read it (torchft: the group's
-//     ManagerServer answers its ranks for the lighthouse).
+//     writes the answer to the group's own store, where the others read it. The others reach the
+//     lighthouse's store only to form their lanes. torchft's Manager does the same: on group rank
+//     0 it starts a ManagerServer, which asks the lighthouse, and every rank asks that server
+//     (torchft/manager.py).
 //   - A step's gradient: 05's DDP averages it over the G ranks (each gradient times 1/G, then
 //     summed); the lane's all-reduce sums the contributors', divided by their number after. So the
 //     replay takes, for contributor j, the batches j*G .. j*G+G-1 of the step.
 //   - The lanes must agree: lane 0's vote may pass while lane 1's failed (a lost group's rank 0
-//     had voted before it was killed). So each rank's answer is ANDed over its own group before it
-//     acts: the group commits, heals and syncs as one, or not at all (agree()).
+//     had voted before it was killed). So each rank's answer, after its lane's vote, is ANDed over
+//     its own group before it acts: the group commits, heals and syncs as one, or not at all (agree()).
 //   - A lost rank is a lost replica group: its group's collectives cannot finish. The process that
-//     forked the ranks kills the rest and ends as killed (SIGKILL), as torchrun's agent stops a
-//     group whose worker failed; the launcher then sees one lost replica and may start another.
+//     forked the ranks kills the rest and ends as killed (SIGKILL); the launcher then sees one lost
+//     replica and may start another, under a new id. torchrun's agent, which torchft's hsdp starts
+//     with --max_restarts, stops the group's workers too, then starts them again in place
+//     (SimpleElasticAgent._invoke_run in torch/distributed/elastic/agent/server/api.py).
 //   - --fault strikes the group's last rank (G-1): a rank that is not the leader, so the leader's
 //     heartbeat goes on and the others find the loss by their collectives.
 

@@ -12,7 +12,8 @@ namespace ch08 {
 // last whole line):
 //   step 7 position 112 batch 8 contributors r0,r2 quorum 3 average gradients
 // Contributor j took samples [position + j*batch, position + (j+1)*batch) of the stream (with
-// "ranks G" at the end, a replica group of G ranks: its rank k took batch j*G + k), so the
+// "ranks G" at the end, a replica group of G ranks: its rank k took [position + (j*G + k)*batch,
+// position + (j*G + k + 1)*batch), and the step G times as many samples), so the
 // lines are the run's membership schedule and its sample log at once: every replica that
 // committed step 7 wrote the same line, the samples of consecutive steps follow each other
 // without a gap or an overlap, and a single process that replays the lines must end with the

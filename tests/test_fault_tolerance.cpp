@@ -130,15 +130,20 @@ TEST(FaultTolerance, BadInputExits2WithWhy) {
   ProcSpec stranger{{"08_fault_tolerance", "--replica-id", "r9", "--run", "b", "--lighthouse", "127.0.0.1:" + port,
                      "--out", dir + "/b"}};
   stranger.start_delay_s = 1;
-  std::vector<ProcResult> both = run_all({lighthouse, stranger}, 30);
-  EXPECT_EQ(both[1].exit_code, 2) << both[1].output;
-  EXPECT_NE(both[1].output.find("serves run 'a', not 'b'"), std::string::npos) << both[1].output;
+  ProcSpec group = stranger;  // a replica group of two: its forker ends as its ranks did, exit 2, nothing left running
+  group.argv = plus(group.argv, {"--replica-id", "r8", "--out", dir + "/b2", "--ranks-per-replica", "2"});
+  std::vector<ProcResult> both = run_all({lighthouse, stranger, group}, 30);
+  for (int k : {1, 2}) {
+    EXPECT_EQ(both[k].exit_code, 2) << both[k].output;
+    EXPECT_NE(both[k].output.find("serves run 'a', not 'b'"), std::string::npos) << both[k].output;
+  }
   // The id r0 already ran in dir/run (the first attempt created its step log).
   ProcResult again = replica({"--lighthouse", "127.0.0.1:" + port});
   EXPECT_EQ(again.exit_code, 2) << again.output;
   EXPECT_NE(again.output.find("already ran in this run"), std::string::npos) << again.output;
   for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
-           {"--lighthouse", "nohost"}, {"--fault", "sideways@3", "--lighthouse", "127.0.0.1:1"}, {"--fault", "forward@x"}}) {
+           {"--lighthouse", "nohost"}, {"--fault", "sideways@3", "--lighthouse", "127.0.0.1:1"}, {"--fault", "forward@x"},
+           {"--ranks-per-replica", "0"}, {"--ranks-per-replica", "9"}}) {
     ProcResult r = run_one({plus({"08_fault_tolerance", "--replica-id", "rx", "--out", temp_dir()}, bad)}, 30);
     EXPECT_EQ(r.exit_code, 2) << r.output;
   }
@@ -304,7 +309,7 @@ TEST(FaultTolerance, ReplicaGroupsOfTwoRanksAreLostWholeAndHealRankByRank) {
                             "--replace-after", "0", "--steps", "60", "--step-ms", "40", "--out", dir + "/grad"});
   expect_checked(r);
   EXPECT_EQ(count(r.output, "[replica r1.1] fault: SIGKILL to myself in allreduce of step 6"), 1) << r.output;
-  EXPECT_EQ(count(r.output, "[replica r1] rank 1 of 2 was killed (Killed): the replica group is lost"), 1) << r.output;
+  EXPECT_EQ(count(r.output, "[replica r1] its rank r1.1 was killed (Killed): the whole replica is lost"), 1) << r.output;
   EXPECT_EQ(count(r.output, "r1 was killed"), 1) << r.output;
   EXPECT_EQ(count(r.output, "step 6 failed"), 2) << r.output;  // r0's two ranks, together
   for (const std::string k : {"0", "1"})  // each rank of the replacement, from r0's rank of its own local rank
@@ -327,7 +332,7 @@ TEST(FaultTolerance, ReplicaGroupsOfTwoRanksAreLostWholeAndHealRankByRank) {
   ProcResult stop = chapter08({"--replicas", "2", "--ranks-per-replica", "2", "--inject", "r1:stop@5", "--timeout", "1", "--out",
                                dir + "/stop"});
   expect_checked(stop);
-  EXPECT_NE(stop.output.find("[replica r1] rank 0 of 2 exited with code 1: the replica group is lost"), std::string::npos) << stop.output;
+  EXPECT_NE(stop.output.find("[replica r1] its rank r1.0 exited with code 1: the whole replica is lost"), std::string::npos) << stop.output;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(stop.output, m, std::regex("to the next committed step on r0: [0-9.e-]+s = detection ([0-9.e-]+)s")))
       << stop.output;

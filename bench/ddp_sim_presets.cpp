@@ -6,6 +6,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <filesystem>
+#include <stdexcept>
 
 #include "common/basics/errors.h"
 #include "common/basics/paths.h"
@@ -177,8 +178,10 @@ std::string model_profile_path(const std::string& dir, const std::string& model)
 // Each row's overhead is sec/iter minus no DDP, beside the two naive models: no overlap (the
 // all-reduce of every gradient after backward, in one piece) and perfect overlap (compute alone:
 // an overhead of 0). The goals: every cell within 2 %, the predicted overhead closer to the
-// published one than either naive model, the sign of the bucket_cap_mb=1 change right at 8 and
-// 16 GPUs. bench/ddp_table.md holds the table as printed and says which hold.
+// published one than either naive model, the sign of the bucket_cap_mb=1 change right in every
+// cell at 2 to 16 GPUs whose published change is beyond its precision (7 cells: Note [The
+// published bucket_cap_mb=1 figures]). bench/ddp_table.md holds the table as printed and says
+// which hold.
 
 namespace {
 
@@ -187,10 +190,14 @@ struct Published {
   double no_ddp;        // 1 GPU without DDP, s
   double ddp[5];        // 1, 2, 4, 8, 16 GPUs, s (p50)
   double cap1_pct[5];   // bucket_cap_mb=1 against 25, % (p75), as diff.py prints it (below)
+  double cap1_p75[5];   // the bucket_cap_mb=1 run's p75 seconds, as diff.py prints them beside
+  double p75[5];        // the default's p75 seconds, from the README's first table
 };
 const Published kPublished[] = {
-    {"resnet50", 0.097, {0.100, 0.103, 0.103, 0.104, 0.104}, {-0.3, -1.0, -1.6, -2.6, -3.8}},
-    {"resnet101", 0.162, {0.171, 0.176, 0.176, 0.179, 0.179}, {-1.2, -2.1, -2.6, -3.5, -0.1}},
+    {"resnet50", 0.097, {0.100, 0.103, 0.103, 0.104, 0.104}, {-0.3, -1.0, -1.6, -2.6, -3.8},
+     {0.101, 0.104, 0.105, 0.107, 0.108}, {0.100, 0.103, 0.103, 0.104, 0.104}},
+    {"resnet101", 0.162, {0.171, 0.176, 0.176, 0.179, 0.179}, {-1.2, -2.1, -2.6, -3.5, -0.1},
+     {0.172, 0.179, 0.180, 0.184, 0.187}, {0.171, 0.176, 0.176, 0.179, 0.180}},
 };
 const int kGpus[] = {1, 2, 4, 8, 16};
 
@@ -200,8 +207,16 @@ const int kGpus[] = {1, 2, 4, 8, 16};
 // (25 MiB), negated because "we're measuring time, so lower is better (hence the negation)".
 // So -3.8 there is a step 3.8 % longer with 1 MiB buckets (ResNet-50 at 16 GPUs: 0.108 s
 // against 0.104 s at p75). The table prints the change of the seconds per iteration, both sides:
-// the published figure negated back.
+// the published figure negated back. Its own seconds say the same: the diff prints the 1 MiB run's
+// p75 beside each figure, and every one of them is longer than the default's p75 in the README's
+// first table (the two runs differ, so the sizes differ: ResNet-101 at 16 GPUs, 0.187 s against
+// 0.180 s, where the diff says -0.1 against its own baseline); the README ends "it still pays off
+// to batch allreduce calls". The table prints both seconds, and stops (logic_error) if a negated
+// figure ever disagrees in sign with them. A change of 0.5 % or less is under one step of the
+// seconds' last digit (0.001 s of 0.1 to 0.19 s: 0.5 to 1 %), so its sign is not judged (ResNet-101
+// at 16 GPUs, +0.1 against its own baseline).
 double published_change(double diff_py_delta) { return -diff_py_delta; }
+constexpr double kPublishedPrecisionPct = 0.5;
 
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string format(const char* fmt, ...) {
@@ -220,6 +235,7 @@ std::string pytorch_dgx1_table(const std::string& profiles_dir) {
   const Network net = network_of(dgx);
   std::string steps, overheads, caps;
   int within = 0, closer = 0, sign = 0, cells = 0, signs = 0;
+  const auto seconds = [](const Published& pub, int k) { return format("%.3f against %.3f", pub.cap1_p75[k], pub.p75[k]); };
   for (const Published& pub : kPublished) {
     const Profile profile = read_profile(model_profile_path(profiles_dir, pub.model));
     double bytes = 0;
@@ -241,11 +257,14 @@ std::string pytorch_dgx1_table(const std::string& profiles_dir) {
       const double over = (step - pub.no_ddp) * 1e3, over_pub = (pub.ddp[k] - pub.no_ddp) * 1e3;
       const double no_overlap = allreduce(world, net, bytes).total() * 1e3;
       const double cap1 = (step1 - step) / step * 100;
+      const double published = published_change(pub.cap1_pct[k]);
+      if (pub.cap1_p75[k] != pub.p75[k] && (published > 0) != (pub.cap1_p75[k] > pub.p75[k]))
+        throw std::logic_error(format("%s at %d GPUs: the published change %+.1f %% and its seconds disagree", pub.model, g, published));
       const std::string where = g > 8 ? format("%d (%d nodes)", g, world.nodes) : format("%d", g);
       if (k == 0) {
         steps += format("| %s | 1 | %.4f | %.3f | calibration (%.2f us per gradient) |\n", pub.model, step, pub.ddp[k], o.per_param_s * 1e6);
         overheads += format("| %s | 1 | %.2f | %.1f | %.2f | 0 | calibration |\n", pub.model, over, over_pub, no_overlap);
-        caps += format("| %s | 1 | %+.2f | %+.1f | no communication at 1 GPU |\n", pub.model, cap1, published_change(pub.cap1_pct[k]));
+        caps += format("| %s | 1 | %+.2f | %+.1f | %s | no communication at 1 GPU |\n", pub.model, cap1, published, seconds(pub, k).c_str());
         continue;
       }
       const bool ok = std::fabs(error) <= 2.0;
@@ -254,13 +273,13 @@ std::string pytorch_dgx1_table(const std::string& profiles_dir) {
       steps += format("| %s | %s | %.4f | %.3f | %+.2f %s |\n", pub.model, where.c_str(), step, pub.ddp[k], error, ok ? "within 2 %" : "OUTSIDE 2 %");
       overheads += format("| %s | %s | %.2f | %.1f | %.2f | 0 | %s |\n", pub.model, where.c_str(), over, over_pub, no_overlap,
                           better ? "closer than both" : "NOT closer than both");
-      std::string verdict = "";
-      if (g >= 8) {
-        const bool right = (cap1 < 0) == (published_change(pub.cap1_pct[k]) < 0) && cap1 != 0;
+      std::string verdict = "within the published precision";
+      if (std::fabs(published) > kPublishedPrecisionPct) {
+        const bool right = (cap1 < 0) == (published < 0) && cap1 != 0;
         sign += right, ++signs;
         verdict = right ? "sign right" : "SIGN WRONG";
       }
-      caps += format("| %s | %s | %+.2f | %+.1f | %s |\n", pub.model, where.c_str(), cap1, published_change(pub.cap1_pct[k]), verdict.c_str());
+      caps += format("| %s | %s | %+.2f | %+.1f | %s | %s |\n", pub.model, where.c_str(), cap1, published, seconds(pub, k).c_str(), verdict.c_str());
     }
   }
   std::string t;
@@ -268,10 +287,11 @@ std::string pytorch_dgx1_table(const std::string& profiles_dir) {
   t += "| model | GPUs | predicted s | published s | error % |\n|---|---|---|---|---|\n" + steps;
   t += "\nDDP's overhead (sec/iter minus 1 GPU without DDP), ms: predicted, published, and the two naive models\n\n";
   t += "| model | GPUs | predicted | published | no overlap | perfect overlap | |\n|---|---|---|---|---|---|---|\n" + overheads;
-  t += "\nbucket_cap_mb=1 against 25, change of sec/iter in % (published: p75, diff.py's figure negated back)\n\n";
-  t += "| model | GPUs | predicted | published | |\n|---|---|---|---|---|\n" + caps;
-  t += format("\nwithin 2 %%: %d of %d cells; overhead closer than both naive models: %d of %d; bucket-1 sign right at 8 and 16 GPUs: %d of %d\n",
-              within, cells, closer, cells, sign, signs);
+  t += "\nbucket_cap_mb=1 against 25, change of sec/iter in % (published: p75, diff.py's figure negated back; its seconds: the 1 MiB run's p75 against the default's)\n\n";
+  t += "| model | GPUs | predicted | published | published p75 s | |\n|---|---|---|---|---|---|\n" + caps;
+  t += format("\nwithin 2 %%: %d of %d cells; overhead closer than both naive models: %d of %d; "
+              "bucket-1 sign right where the published change is beyond %.1f %%: %d of %d\n",
+              within, cells, closer, cells, kPublishedPrecisionPct, sign, signs);
   return t;
 }
 

@@ -54,10 +54,11 @@ def main():
     overhead = [{"model": r[0], "gpus": gpus_of(r[1]), "predicted_ms": float(r[2]), "published_ms": float(r[3]),
                  "no_overlap_ms": float(r[4]), "closer_than_both": r[6] == "closer than both"}
                 for r in rows(table, "DDP's overhead") if r[6] != "calibration"]
-    bucket1 = [{"model": r[0], "gpus": gpus_of(r[1]), "predicted_pct": float(r[2]), "published_pct": float(r[3])}
+    bucket1 = [{"model": r[0], "gpus": gpus_of(r[1]), "predicted_pct": float(r[2]), "published_pct": float(r[3]),
+                "published_p75_s": [float(v) for v in r[4].split(" against ")], "verdict": r[5]}
                for r in rows(table, "bucket_cap_mb=1 against 25")]
     summary = re.search(r"^within 2 %: (\d+) of (\d+) cells; overhead closer than both naive models: (\d+) of (\d+); "
-                        r"bucket-1 sign right at 8 and 16 GPUs: (\d+) of (\d+)$", table, re.M)
+                        r"bucket-1 sign right where the published change is beyond 0.5 %: (\d+) of (\d+)$", table, re.M)
     shares = []
     for model, c in calibration.items():
         for gpus in (2, 4, 8):

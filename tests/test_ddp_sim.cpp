@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <regex>
 #include <fstream>
 #include <map>
 #include <set>
@@ -601,6 +602,32 @@ TEST(DdpSim, TheDgx1TableOnThisPageIsWhatTheCommandPrints) {
   // The same twice: no clock, no randomness.
   EXPECT_EQ(sim::pytorch_dgx1_table(std::string(DDP_SOURCE_DIR) + "/bench/profiles"),
             sim::pytorch_dgx1_table(std::string(DDP_SOURCE_DIR) + "/bench/profiles"));
+}
+
+// How the published bucket_cap_mb=1 figures read (Note [The published bucket_cap_mb=1 figures]):
+// diff.py prints -100 (b - a) / a, so a negative figure is a longer step with 1 MiB buckets. The
+// table shows the figure negated back beside the seconds diff.py printed for the 1 MiB run and the
+// default's from the README's first table; in every row the sign and the seconds must agree (the
+// 1 MiB run is the slower one), and a figure that has a sign (beyond 0.5 %) must be judged. Read
+// the other way round (the figure as diff.py prints it), the table stops.
+TEST(DdpSim, ThePublishedBucketChangeIsALongerStepByItsOwnSeconds) {
+  std::istringstream text(sim::pytorch_dgx1_table(std::string(DDP_SOURCE_DIR) + "/bench/profiles"));
+  const std::regex row(R"(^\| (resnet[0-9]+) \| ([^|]+) \| ([-+0-9.]+) \| ([-+0-9.]+) \| ([0-9.]+) against ([0-9.]+) \| ([^|]*) \|$)");
+  int rows = 0, judged = 0;
+  for (std::string l; std::getline(text, l);) {
+    std::smatch m;
+    if (!std::regex_match(l, m, row)) continue;
+    ++rows;
+    const double published = std::stod(m[4]), one_mib = std::stod(m[5]), default_cap = std::stod(m[6]);
+    EXPECT_GT(one_mib, default_cap) << l;      // diff.py's own seconds: 1 MiB was slower
+    EXPECT_GT(published, 0) << l;              // and the figure, negated back, says so
+    if (std::fabs(published) > 0.5 && m[2].str() != "1") {
+      ++judged;
+      EXPECT_TRUE(m[7] == "sign right" || m[7] == "SIGN WRONG") << l;
+    }
+  }
+  EXPECT_EQ(rows, 10);   // 2 models x 1, 2, 4, 8, 16 GPUs
+  EXPECT_EQ(judged, 7);  // all but ResNet-101 at 16 GPUs (+0.1 %) from 2 GPUs on
 }
 
 // ---- the FSDP step (Note [An FSDP step]) ----

@@ -23,8 +23,9 @@ namespace ddp::sim {
 // changes is only what each all-reduce costs (Note [All-reduce across nodes]); the simulation
 // is O(parameters + buckets) at any world size, 1,024 GPUs as fast as 2. It is deterministic:
 // no randomness, no clock, events in a fixed order. The contention between the all-reduce and
-// backward for SMs, memory or cores is an input (Note [Compute beside an all-reduce]). Not
-// modelled (yet): stragglers and jitter between ranks, NCCL's tree algorithm, several
+// backward for SMs, memory or cores is an input (Note [Compute beside an all-reduce]), and so is
+// the spread of the ranks' speeds, whose slowest sets the step's compute (Note [The slowest
+// rank]). Not modelled (yet): jitter from step to step, NCCL's tree algorithm, several
 // communication streams.
 //
 // Note [Splitting the compute]
@@ -367,8 +368,39 @@ double compute_beside(double now, double d, double busy_until, double interferen
 
 }  // namespace
 
-StepResult simulate(const Profile& profile, const World& world, const Network& net, const Options& options) {
-  check_compute(world, options);
+// Note [The slowest rank]
+// Every rank waits at the step's all-reduces for the others, so the step computes as long as the
+// slowest rank does. GPUs of one model differ in speed, and persistently: across the GPUs of a
+// cluster by 8 % on average, from manufacturing variability and power management (Sinha et al.,
+// "Not All GPUs Are Created Equal: Characterizing Variability in Large-Scale, Accelerator-Rich
+// Systems", SC 2022, arXiv 2208.11035). The model: each rank's compute a draw of a normal around
+// the measured one (a figure measured on one GPU is one draw: its expectation) with a relative
+// spread s (Options::rank_spread); the step computes for the expected slowest of W draws, every
+// part of compute_s (forward, backward, optimizer) 1 + s * E[max of W standard normals] times as
+// long. E[max] by numerical integration of W x phi(x) Phi(x)^(W-1): 0 at 1 rank, 0.564 at 2,
+// 1.029 at 4, 1.424 at 8, 1.766 at 16, 3.241 at 1,024. The spread of a given machine is not
+// cited anywhere; the DGX-1 table takes it from the other model's cells, held out (Note [The
+// PyTorch DGX-1 table, held out] in ddp_sim_presets.cpp).
+double expected_max_of_normals(int n) {
+  if (n < 1) throw std::invalid_argument("a world of at least one rank");
+  if (n == 1) return 0;
+  const double h = 1e-3;  // the trapezoid rule over [-12, 12]: the tails beyond weigh < 1e-30
+  double sum = 0;
+  for (int i = 0; i <= 24000; ++i) {
+    const double x = -12 + i * h;
+    const double pdf = std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI), cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
+    sum += (i == 0 || i == 24000 ? 0.5 : 1.0) * x * n * pdf * std::pow(cdf, n - 1);
+  }
+  return sum * h;
+}
+
+StepResult simulate(const Profile& profile, const World& world, const Network& net, const Options& given) {
+  check_compute(world, given);
+  if (!(given.rank_spread >= 0 && given.rank_spread < 1)) throw std::invalid_argument("the ranks' spread must be >= 0 and < 1");
+  // The slowest rank's compute (Note [The slowest rank]): every part as much longer.
+  Options options = given;
+  const double slowest = given.rank_spread > 0 ? 1 + given.rank_spread * expected_max_of_normals(world.size()) : 1;
+  options.compute_s *= slowest, options.optimizer_s *= slowest, options.backward_s *= slowest;
   if (options.bucket_cap_bytes == 0 || options.first_bucket_bytes == 0) throw std::invalid_argument("bucket limits must be > 0");
   if (!(options.per_param_s >= 0 && options.per_bucket_s >= 0 && options.copy_bytes_per_s >= 0)) {
     throw std::invalid_argument("DDP's costs must be >= 0");
@@ -466,7 +498,8 @@ StepResult simulate(const Profile& profile, const World& world, const Network& n
     r.vote_exposed_s = vote_end - r.step_s, r.exposed_comm_s += r.vote_exposed_s, r.step_s = vote_end;
   }
   r.overlap_share = r.comm_s > 0 ? std::max(0.0, 1 - r.exposed_comm_s / r.comm_s) : 0;  // not -0.0 from rounding
-  r.efficiency = options.compute_s / r.step_s;
+  r.slowest_rank_s = options.compute_s - given.compute_s;
+  r.efficiency = given.compute_s / r.step_s;
   return r;
 }
 

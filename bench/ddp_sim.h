@@ -81,7 +81,14 @@ struct Options {
   // backward takes 1 + interference times as long while an all-reduce runs, and an all-reduce
   // 1 + allreduce_slowdown times as long while backward computes; 0: undisturbed.
   double interference = 0, allreduce_slowdown = 0;
+  // Each rank's compute a draw of this relative spread around compute_s; the step computes for
+  // the slowest of the world's ranks (Note [The slowest rank]); 0: all ranks alike.
+  double rank_spread = 0;
 };
+
+// E[max of n independent standard normals]: 0 at 1, 0.564 at 2, 1.029 at 4, 1.424 at 8 (Note
+// [The slowest rank]).
+double expected_max_of_normals(int n);
 
 // ---- the result ----
 
@@ -94,6 +101,7 @@ struct BucketTimeline {
 struct StepResult {
   double forward_s = 0, backward_compute_s = 0;  // compute_s split (Note [Splitting the compute])
   double ddp_overhead_s = 0;  // hooks, launches and copies (Note [DDP's own costs])
+  double slowest_rank_s = 0;  // the compute longer on the slowest rank (Options::rank_spread)
   double interference_s = 0;  // what forward and backward took longer beside all-reduces (Options::interference)
   double backward_end_s = 0;  // from the start of the step: forward, backward and its hooks
   double comm_s = 0;          // every all-reduce, end to end (slowed where it ran beside backward)

@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
   std::string profile_path, model, profiles_dir, preset, table, algorithm = "ring", bucketing = "rebuilt";
   double optimizer_ms = 0, backward_ms = 0, intra_gbps = 100, inter_gbps = 25, intra_latency_us = 5, inter_latency_us = 10;
   double bucket_cap_mb = 25, first_bucket_mb = 1, per_param_us = 0, per_bucket_us = 0, copy_gb_per_s = 0;
-  double interference = 0, allreduce_slowdown = 0;
+  double interference = 0, allreduce_slowdown = 0, rank_spread = 0;
   std::optional<double> compute_ms;  // required: no default to state
   int nodes = 1, gpus_per_node = 8;
   bool first_iteration = false, one_bucket = false, stop_vote = false, timeline = false;
@@ -118,7 +118,8 @@ int main(int argc, char** argv) {
   app.add_option("--model", model, "Instead of --profile: bench/profiles/MODEL.json (resnet50, resnet101, cnn, ...)");
   app.add_option("--profiles-dir", profiles_dir, "Where --model looks (default: bench/profiles above this program)");
   app.add_option("--preset", preset, "A machine's network, cited figures: dgx-v100, a100-8 or h100-8 (an explicit flag wins)");
-  app.add_option("--table", table, "Print a published benchmark against the simulator and exit: pytorch-dgx1");
+  app.add_option("--table", table, "Print a published benchmark against the simulator and exit: pytorch-dgx1, or pytorch-dgx1-held-out "
+                                  "(with the slowest rank, its spread from the other model: Note [The PyTorch DGX-1 table, held out])");
   app.add_option("--compute-ms", compute_ms, "One step without DDP on one GPU: forward, backward, optimizer (required)")
       ->check(ddp::finite_number())->check(CLI::PositiveNumber);
   app.add_option("--optimizer-ms", optimizer_ms, "The part of --compute-ms after backward (runs after the all-reduces)")
@@ -154,6 +155,10 @@ int main(int argc, char** argv) {
   app.add_option("--allreduce-slowdown", allreduce_slowdown,
                  "An all-reduce takes 1 + this times as long while backward computes beside it, measured as --interference; default 0")
       ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
+  app.add_option("--rank-spread", rank_spread,
+                 "Each rank's compute a normal draw of this relative spread (0.02: 2 %); the step computes for the slowest "
+                 "of the world's ranks (Note [The slowest rank]); default 0")
+      ->check(ddp::finite_number())->check(CLI::Range(0.0, 0.99));
   app.add_flag("--stop-vote", stop_vote, "05's stop vote: a 4-byte all-reduce after every step, run during the next forward "
                                         "(Note [The wire and the cores]); PyTorch's DDP has none");
   app.add_option("--measured-ms", measured_ms, "A measured step to hold the prediction against: prints the error")
@@ -195,8 +200,10 @@ int main(int argc, char** argv) {
   return ddp::guarded_main([&] {
     // 0. The table against PyTorch's published one (Note [The PyTorch DGX-1 table]).
     if (!table.empty()) {
-      if (table != "pytorch-dgx1") throw ddp::UsageError("--table " + table + ": no such table; the tables are pytorch-dgx1");
-      std::fputs(ddp::sim::pytorch_dgx1_table(profiles_dir.empty() ? ddp::sim::find_profiles_dir() : profiles_dir).c_str(), stdout);
+      if (table != "pytorch-dgx1" && table != "pytorch-dgx1-held-out")
+        throw ddp::UsageError("--table " + table + ": no such table; the tables are pytorch-dgx1, pytorch-dgx1-held-out");
+      const std::string dir = profiles_dir.empty() ? ddp::sim::find_profiles_dir() : profiles_dir;
+      std::fputs((table == "pytorch-dgx1" ? ddp::sim::pytorch_dgx1_table(dir) : ddp::sim::pytorch_dgx1_held_out_table(dir)).c_str(), stdout);
       return ddp::kExitOk;
     }
     // 0'. What faults cost (Note [What faults cost at scale] in bench/fault_cost.h).
@@ -251,7 +258,7 @@ int main(int argc, char** argv) {
                                                                     : ddp::sim::Bucketing::rebuilt;
     o.per_param_s = per_param_us * 1e-6, o.per_bucket_s = per_bucket_us * 1e-6, o.copy_bytes_per_s = copy_gb_per_s * 1e9;
     o.fp16_hook = comm_hook == "fp16", o.stop_vote = stop_vote;
-    o.interference = interference, o.allreduce_slowdown = allreduce_slowdown;
+    o.interference = interference, o.allreduce_slowdown = allreduce_slowdown, o.rank_spread = rank_spread;
 
     const auto t0 = std::chrono::steady_clock::now();
     const ddp::sim::StepResult r = ddp::sim::simulate(profile, world, net, o);
@@ -327,18 +334,25 @@ int main(int argc, char** argv) {
                   "%.1f%% of the step\n", ms(r.interference_s).c_str(), ms(r.step_s - undisturbed).c_str(), ms(undisturbed).c_str(),
                   (r.step_s - undisturbed) / r.step_s * 100);
     }
+    if (rank_spread > 0) {
+      std::printf("the slowest of %d ranks (--rank-spread %g): the compute %s longer, %.3f x the spread (Note [The slowest rank])\n",
+                  world.size(), rank_spread, ms(r.slowest_rank_s).c_str(), ddp::sim::expected_max_of_normals(world.size()));
+    }
     std::printf("scaling efficiency: %.1f%% (compute without DDP / step: per GPU, against one GPU without DDP)\n", r.efficiency * 100);
     // The step is compute + exposed all-reduce + DDP's own costs + the compute's slowing beside
     // the all-reduces: which is the largest, and of what lies beyond the compute, which.
-    const double exposed = r.exposed_comm_s, own = r.ddp_overhead_s, slowed = r.interference_s;
-    const double most = std::max({exposed, own, slowed});
-    const char* largest = o.compute_s >= most ? "compute" : exposed == most ? "exposed all-reduce" : own == most ? "DDP's own costs" : "interference";
+    const double exposed = r.exposed_comm_s, own = r.ddp_overhead_s, slowed = r.interference_s, slowest = r.slowest_rank_s;
+    const double most = std::max({exposed, own, slowed, slowest});
+    const char* largest = o.compute_s >= most ? "compute" : exposed == most ? "exposed all-reduce" : own == most ? "DDP's own costs"
+                          : slowed == most ? "interference" : "the slowest rank";
     const char* beyond = r.step_s - o.compute_s < 1e-12 ? "none: the step is its compute"
                          : exposed == most ? (latency > r.comm_s - latency ? "exposed all-reduce, latency-bound" : "exposed all-reduce, bandwidth-bound")
                          : own == most     ? "DDP's own costs"
-                                           : "interference: compute slowed beside the all-reduces";
-    std::printf("step = compute %s + exposed all-reduce %s + DDP's own costs %s%s%s; dominant term: %s\n", ms(o.compute_s).c_str(),
-                ms(exposed).c_str(), ms(own).c_str(), slowed > 0 ? " + interference " : "", slowed > 0 ? ms(slowed).c_str() : "", largest);
+                         : slowed == most  ? "interference: compute slowed beside the all-reduces"
+                                           : "the slowest rank's longer compute";
+    std::printf("step = compute %s + exposed all-reduce %s + DDP's own costs %s%s%s%s%s; dominant term: %s\n", ms(o.compute_s).c_str(),
+                ms(exposed).c_str(), ms(own).c_str(), slowed > 0 ? " + interference " : "", slowed > 0 ? ms(slowed).c_str() : "",
+                slowest > 0 ? " + the slowest rank " : "", slowest > 0 ? ms(slowest).c_str() : "", largest);
     std::printf("beyond the compute: +%s, mostly %s\n", ms(r.step_s - o.compute_s).c_str(), beyond);
     if (measured_ms) {
       std::printf("measured: %.3f ms; predicted %s: %+.1f%%\n", *measured_ms, ms(r.step_s).c_str(), (r.step_s * 1e3 / *measured_ms - 1) * 100);

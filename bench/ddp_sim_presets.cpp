@@ -228,6 +228,41 @@ std::string format(const char* fmt, ...) {
   return b;
 }
 
+// A model's inputs in the table: its compute (1 GPU, no DDP), PyTorch 1.4's buckets, the preset's
+// cited interference, DDP's cost per gradient calibrated on its two 1-GPU columns.
+Options table_options(const Published& pub, const Profile& profile, const Preset& dgx) {
+  Options o;
+  o.compute_s = pub.no_ddp;
+  o.bucketing = Bucketing::pytorch_1_4;
+  o.interference = dgx.interference;  // cited, not fitted (Note [Presets: where each figure comes from])
+  o.per_param_s = (pub.ddp[0] - pub.no_ddp) / static_cast<double>(profile.parameters.size());  // the calibration
+  return o;
+}
+World world_of(int gpus) { return {gpus > 8 ? gpus / 8 : 1, gpus > 8 ? 8 : gpus}; }
+std::string where_of(int gpus) { return gpus > 8 ? format("%d (%d nodes)", gpus, gpus / 8) : format("%d", gpus); }
+double total_bytes(const Profile& profile) {
+  double bytes = 0;
+  for (const auto& p : profile.parameters) bytes += static_cast<double>(p.bytes);
+  return bytes;
+}
+// The sign of a predicted bucket_cap_mb=1 change against the published one, where that one has a
+// sign (beyond the figures' precision): "" otherwise.
+std::string cap1_verdict(double predicted, double published, int& right, int& judged) {
+  if (std::fabs(published) <= kPublishedPrecisionPct) return "within the published precision";
+  const bool ok = (predicted < 0) == (published < 0) && predicted != 0;
+  right += ok, ++judged;
+  return ok ? "sign right" : "SIGN WRONG";
+}
+// A table's last line: which goals hold, in how many cells.
+std::string summary(int within, int closer, int cells, int sign, int signs) {
+  return format("within 2 %%: %d of %d cells; overhead closer than both naive models: %d of %d; "
+                "bucket-1 sign right where the published change is beyond %.1f %%: %d of %d\n",
+                within, cells, closer, cells, kPublishedPrecisionPct, sign, signs);
+}
+bool closer_than_both(double over, double over_pub, double no_overlap) {
+  return std::fabs(over - over_pub) < std::fabs(no_overlap - over_pub) && std::fabs(over - over_pub) < std::fabs(over_pub);
+}
+
 }  // namespace
 
 std::string pytorch_dgx1_table(const std::string& profiles_dir) {
@@ -238,17 +273,12 @@ std::string pytorch_dgx1_table(const std::string& profiles_dir) {
   const auto seconds = [](const Published& pub, int k) { return format("%.3f against %.3f", pub.cap1_p75[k], pub.p75[k]); };
   for (const Published& pub : kPublished) {
     const Profile profile = read_profile(model_profile_path(profiles_dir, pub.model));
-    double bytes = 0;
-    for (const auto& p : profile.parameters) bytes += static_cast<double>(p.bytes);
-    Options o;
-    o.compute_s = pub.no_ddp;
-    o.bucketing = Bucketing::pytorch_1_4;
-    o.interference = dgx.interference;  // cited, not fitted (Note [Presets: where each figure comes from])
-    o.per_param_s = (pub.ddp[0] - pub.no_ddp) / static_cast<double>(profile.parameters.size());  // the calibration
+    const double bytes = total_bytes(profile);
+    Options o = table_options(pub, profile, dgx);
     steps += format("| %s | 1, no DDP | %.4f | %.3f | input: the compute |\n", pub.model, pub.no_ddp, pub.no_ddp);
     for (int k = 0; k < 5; ++k) {
       const int g = kGpus[k];
-      const World world{g > 8 ? g / 8 : 1, g > 8 ? 8 : g};
+      const World world = world_of(g);
       o.bucket_cap_bytes = 25 * kMiB;
       const double step = simulate(profile, world, net, o).step_s;
       o.bucket_cap_bytes = 1 * kMiB;
@@ -260,7 +290,7 @@ std::string pytorch_dgx1_table(const std::string& profiles_dir) {
       const double published = published_change(pub.cap1_pct[k]);
       if (pub.cap1_p75[k] != pub.p75[k] && (published > 0) != (pub.cap1_p75[k] > pub.p75[k]))
         throw std::logic_error(format("%s at %d GPUs: the published change %+.1f %% and its seconds disagree", pub.model, g, published));
-      const std::string where = g > 8 ? format("%d (%d nodes)", g, world.nodes) : format("%d", g);
+      const std::string where = where_of(g);
       if (k == 0) {
         steps += format("| %s | 1 | %.4f | %.3f | calibration (%.2f us per gradient) |\n", pub.model, step, pub.ddp[k], o.per_param_s * 1e6);
         overheads += format("| %s | 1 | %.2f | %.1f | %.2f | 0 | calibration |\n", pub.model, over, over_pub, no_overlap);
@@ -268,17 +298,12 @@ std::string pytorch_dgx1_table(const std::string& profiles_dir) {
         continue;
       }
       const bool ok = std::fabs(error) <= 2.0;
-      const bool better = std::fabs(over - over_pub) < std::fabs(no_overlap - over_pub) && std::fabs(over - over_pub) < std::fabs(over_pub);
+      const bool better = closer_than_both(over, over_pub, no_overlap);
       within += ok, closer += better, ++cells;
       steps += format("| %s | %s | %.4f | %.3f | %+.2f %s |\n", pub.model, where.c_str(), step, pub.ddp[k], error, ok ? "within 2 %" : "OUTSIDE 2 %");
       overheads += format("| %s | %s | %.2f | %.1f | %.2f | 0 | %s |\n", pub.model, where.c_str(), over, over_pub, no_overlap,
                           better ? "closer than both" : "NOT closer than both");
-      std::string verdict = "within the published precision";
-      if (std::fabs(published) > kPublishedPrecisionPct) {
-        const bool right = (cap1 < 0) == (published < 0) && cap1 != 0;
-        sign += right, ++signs;
-        verdict = right ? "sign right" : "SIGN WRONG";
-      }
+      const std::string verdict = cap1_verdict(cap1, published, sign, signs);
       caps += format("| %s | %s | %+.2f | %+.1f | %s | %s |\n", pub.model, where.c_str(), cap1, published, seconds(pub, k).c_str(), verdict.c_str());
     }
   }
@@ -289,10 +314,78 @@ std::string pytorch_dgx1_table(const std::string& profiles_dir) {
   t += "| model | GPUs | predicted | published | no overlap | perfect overlap | |\n|---|---|---|---|---|---|---|\n" + overheads;
   t += "\nbucket_cap_mb=1 against 25, change of sec/iter in % (published: p75, diff.py's figure negated back; its seconds: the 1 MiB run's p75 against the default's)\n\n";
   t += "| model | GPUs | predicted | published | published p75 s | |\n|---|---|---|---|---|---|\n" + caps;
-  t += format("\nwithin 2 %%: %d of %d cells; overhead closer than both naive models: %d of %d; "
-              "bucket-1 sign right where the published change is beyond %.1f %%: %d of %d\n",
-              within, cells, closer, cells, kPublishedPrecisionPct, sign, signs);
-  return t;
+  return t + "\n" + summary(within, closer, cells, sign, signs);
+}
+
+
+// Note [The PyTorch DGX-1 table, held out]
+// The table above leaves every multi-GPU cell fast, by 2.1 to 4.2 %, and by about the same share
+// of each model's compute (2.2 % of ResNet-50's 97 ms and of ResNet-101's 162 ms at 2 GPUs, 2.7 %
+// of both at 4): what grows with the compute, not with the bytes. The slowest rank is such a term (Note [The slowest rank] in ddp_sim.cpp), but
+// no figure of a DGX-1's GPUs' spread is published. So it is calibrated the only honest way left:
+// on one model's cells, judged on the other's. For each model, the spread s is the least-squares
+// fit of the other model's misses at 2, 4, 8 and 16 GPUs (published minus the table's step) to
+// s x its compute x E[max of W normals]; this model's cells are then played out with that s,
+// beside the table's (s = 0). ResNet-50's cells are predicted from ResNet-101's and back; no cell
+// is judged by an s fitted to it. Everything else is the table's (Note [The PyTorch DGX-1 table]).
+// The two spreads come out 2.63 and 2.19 %; at about 2.5 %, the expected range of 8 draws (2.85
+// spreads) puts a DGX-1's 8 GPUs about 7 % apart, the size of the variation Sinha et al. report.
+std::string pytorch_dgx1_held_out_table(const std::string& profiles_dir) {
+  const Preset& dgx = find_preset("dgx-v100");
+  const Network net = network_of(dgx);
+  // Each model's spread, fitted to its own cells; the table uses the other's.
+  std::vector<double> fitted;
+  for (const Published& pub : kPublished) {
+    const Profile profile = read_profile(model_profile_path(profiles_dir, pub.model));
+    const Options o = table_options(pub, profile, dgx);
+    double xy = 0, xx = 0;
+    for (int k = 1; k < 5; ++k) {
+      const double miss = pub.ddp[k] - simulate(profile, world_of(kGpus[k]), net, o).step_s;
+      const double x = pub.no_ddp * expected_max_of_normals(kGpus[k]);
+      xy += miss * x, xx += x * x;
+    }
+    fitted.push_back(xy / xx);
+  }
+  std::string spreads, steps, overheads, caps;
+  int within = 0, closer = 0, sign = 0, cells = 0, signs = 0;
+  for (size_t m = 0; m < 2; ++m) {
+    const Published& pub = kPublished[m];
+    const Published& other = kPublished[1 - m];
+    const Profile profile = read_profile(model_profile_path(profiles_dir, pub.model));
+    Options o = table_options(pub, profile, dgx), without = o;
+    o.rank_spread = fitted[1 - m];
+    spreads += format("| %s | %.2f %% | %s's cells at 2 to 16 GPUs |\n", pub.model, o.rank_spread * 100, other.model);
+    for (int k = 1; k < 5; ++k) {
+      const int g = kGpus[k];
+      const World world = world_of(g);
+      o.bucket_cap_bytes = 25 * kMiB;
+      const double step = simulate(profile, world, net, o).step_s, step0 = simulate(profile, world, net, without).step_s;
+      o.bucket_cap_bytes = 1 * kMiB;
+      const double cap1 = (simulate(profile, world, net, o).step_s - step) / step * 100;
+      const double error = (step - pub.ddp[k]) / pub.ddp[k] * 100;
+      const double over = (step - pub.no_ddp) * 1e3, over_pub = (pub.ddp[k] - pub.no_ddp) * 1e3;
+      const double no_overlap = allreduce(world, net, total_bytes(profile)).total() * 1e3;
+      const bool ok = std::fabs(error) <= 2.0, better = closer_than_both(over, over_pub, no_overlap);
+      within += ok, closer += better, ++cells;
+      steps += format("| %s | %s | %.4f | %.4f | %.3f | %+.2f %s |\n", pub.model, where_of(g).c_str(), step, step0, pub.ddp[k], error,
+                      ok ? "within 2 %" : "OUTSIDE 2 %");
+      overheads += format("| %s | %s | %.2f | %.1f | %.2f | 0 | %s |\n", pub.model, where_of(g).c_str(), over, over_pub, no_overlap,
+                          better ? "closer than both" : "NOT closer than both");
+      const double published = published_change(pub.cap1_pct[k]);
+      const std::string verdict = cap1_verdict(cap1, published, sign, signs);
+      caps += format("| %s | %s | %+.2f | %+.1f | %s |\n", pub.model, where_of(g).c_str(), cap1, published, verdict.c_str());
+    }
+  }
+  std::string t;
+  t += "The ranks' spread, each model's from the other model's cells (held out)\n\n";
+  t += "| model | spread s | calibrated on |\n|---|---|---|\n" + spreads;
+  t += "\nSec/iter (p50): predicted with the held-out spread, the table's (s = 0), published, error\n\n";
+  t += "| model | GPUs | predicted s | s = 0 | published s | error % |\n|---|---|---|---|---|---|\n" + steps;
+  t += "\nDDP's overhead (sec/iter minus 1 GPU without DDP), ms: predicted with the held-out spread, published, and the two naive models\n\n";
+  t += "| model | GPUs | predicted | published | no overlap | perfect overlap | |\n|---|---|---|---|---|---|---|\n" + overheads;
+  t += "\nbucket_cap_mb=1 against 25, change of sec/iter in %, with the held-out spread (published: as in the table)\n\n";
+  t += "| model | GPUs | predicted | published | |\n|---|---|---|---|---|\n" + caps;
+  return t + "\nheld out: " + summary(within, closer, cells, sign, signs);
 }
 
 }  // namespace ddp::sim

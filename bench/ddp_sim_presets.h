@@ -34,5 +34,8 @@ std::string model_profile_path(const std::string& profiles_dir, const std::strin
 // The table of Note [The PyTorch DGX-1 table], as `ddp_sim --table pytorch-dgx1` prints it
 // (Markdown); deterministic. UsageError when a profile cannot be read.
 std::string pytorch_dgx1_table(const std::string& profiles_dir);
+// The same cells with the slowest rank, its spread calibrated on the other model's cells (Note
+// [The PyTorch DGX-1 table, held out]): `ddp_sim --table pytorch-dgx1-held-out`.
+std::string pytorch_dgx1_held_out_table(const std::string& profiles_dir);
 
 }  // namespace ddp::sim

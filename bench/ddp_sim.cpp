@@ -370,8 +370,8 @@ double compute_beside(double now, double d, double busy_until, double interferen
 
 // Note [The slowest rank]
 // Every rank waits at the step's all-reduces for the others, so the step computes as long as the
-// slowest rank does. GPUs of one model differ in speed, and persistently: across the GPUs of a
-// cluster by 8 % on average, from manufacturing variability and power management (Sinha et al.,
+// slowest rank does. GPUs of one model differ in speed, and persistently, across the GPUs of a
+// cluster, from manufacturing variability and power management (Sinha et al.,
 // "Not All GPUs Are Created Equal: Characterizing Variability in Large-Scale, Accelerator-Rich
 // Systems", SC 2022, arXiv 2208.11035). The model: each rank's compute a draw of a normal around
 // the measured one (a figure measured on one GPU is one draw: its expectation) with a relative

@@ -283,8 +283,9 @@ int main(int argc, char** argv) {
       std::printf("beside an all-reduce, backward takes %g times as long and an all-reduce beside backward %g times%s\n", 1 + interference,
                   1 + allreduce_slowdown, !preset.empty() && app.count("--interference") == 0 ? " (the preset's share, cited)" : "");
     }
+    const double slower = o.compute_s > 0 ? (o.compute_s + r.slowest_rank_s) / o.compute_s : 1;  // the slowest rank's parts
     std::printf("compute without DDP (given): %s = forward %s + backward %s + optimizer %s (%s)\n", ms(o.compute_s).c_str(),
-                ms(r.forward_s).c_str(), ms(r.backward_compute_s).c_str(), ms(o.optimizer_s).c_str(),
+                ms(r.forward_s / slower).c_str(), ms(r.backward_compute_s / slower).c_str(), ms(o.optimizer_s).c_str(),
                 o.backward_s > 0 ? "backward given; the profile's FLOPs divide it" : "split by the profile's FLOPs");
 
     // 2. FSDP instead (Note [An FSDP step]): its step, and the DDP step above beside it.

@@ -49,6 +49,30 @@ follow_log() {
   return 0
 }
 
+# Note [A job's status in a file]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# `wait PID` can lose a background job that ended long before: pid numbers wrap (at 32768 by
+# default, and the tests start tens of thousands of processes), and once a later child of the
+# shell is given the same number, bash forgets the status it kept for the first ("wait: pid N is
+# not a child of this shell": a fresh-clone run of test.sh whose cuda build ended minutes before
+# the cpu tests did; every test passed, and it exited 1), or answers with the later child's (here:
+# a job that exited 3, then 32448 children later, `wait` on its pid said 0). So a job started with
+# start_job writes its exit status to a file as it ends: the file says whether it is still running
+# (empty) and how it ended, and wait only reaps it.
+#   start_job FILE CMD...   CMD in the background ($! is its pid); its exit status into FILE as it ends
+#   job_status FILE PID     waits for it, then returns the status FILE holds
+start_job() {
+  local file=$1
+  shift
+  ( rc=0; "$@" || rc=$?; echo "$rc" > "$file.tmp" && mv "$file.tmp" "$file" ) &
+}
+job_status() {
+  local rc=0
+  wait "$2" 2>/dev/null || rc=$?
+  [ ! -s "$1" ] || rc=$(cat "$1")
+  return "$rc"
+}
+
 # make's lines, one per translation unit and link, as progress lines; compiler errors and make's
 # "***" lines as they come (a file named error_file.cpp is not an error).
 BUILD_FILTER='s/^\[ *([0-9]+)%\] Building CXX object .*cmake_pch\.hxx\.(gch|pch)$/[\1%] precompiling <torch\/torch.h>/p

@@ -54,10 +54,11 @@ unset DDP_RECORD_RESULTS
 # Whatever this script started, stopped when it ends: the wheel's install (if the cpu build
 # failed before it ended) with the pip it runs, and the throw-away Slurm below.
 descendants() { local p; for p in $(pgrep -P "$1"); do echo "$p"; descendants "$p"; done; }
-wheel="" wheel_time="" slurm_up=no
+wheel="" wheel_time="" slurm_up=no next_status=""
 cleanup() {
   [ -z "$wheel" ] || kill $(descendants "$wheel") "$wheel" 2>/dev/null || true
   [ -z "$wheel_time" ] || rm -f "$wheel_time"
+  [ -z "$next_status" ] || rm -f "$next_status"
   [ "$slurm_up" = no ] || "$root/scripts/local_slurm.sh" down >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
@@ -136,7 +137,8 @@ built "${fl[0]}"
 if [ -n "$wheel" ]; then
   start=$SECONDS waited=no
   kill -0 "$wheel" 2>/dev/null && waited=yes && echo "[build cuda] waits for torch's wheel, still being installed (setup)"
-  if ! wait "$wheel"; then
+  wait "$wheel" 2>/dev/null || true  # reaps it; its seconds in the file say it succeeded (Note [A job's status in a file])
+  if [ ! -s "$wheel_time" ]; then
     wheel=""
     echo "== setup of the cuda flavour FAILED (above; log: $root/setup-torch.log)"
     exit 2
@@ -152,7 +154,9 @@ for i in "${!fl[@]}"; do
   # The next flavour builds meanwhile at the lowest priority (nice 19), on the cores the tests
   # leave idle (they wait on processes, timeouts and Slurm), so it cannot slow them.
   if [ -n "$next" ]; then
-    build_flavour "$next" nice -n 19 &
+    # Its status in a file, not only in bash's memory (Note [A job's status in a file], progress.sh).
+    next_status=$(mktemp)
+    start_job "$next_status" build_flavour "$next" nice -n 19
     next_build=$!
   fi
   # Every line of ctest's as it comes (one per test), and a word when none came for 30 s.
@@ -175,13 +179,13 @@ for i in "${!fl[@]}"; do
   logs+=("$logdir/build-$f.log" "$tlog")
   if [ -n "$next" ]; then
     start=$SECONDS
-    if kill -0 "$next_build" 2>/dev/null; then
+    if [ ! -s "$next_status" ]; then  # still building: its pid is still its own
       # Alone now: back to the normal priority, so that other work on the machine cannot starve
       # it (as root; elsewhere it stays at 19). Compilers make starts later inherit it.
       echo "[test $next] the $next tests wait for the $next build: it ran at nice 19 beside the $f tests, and has the cores now"
       renice -n 0 -p $(descendants "$next_build") > /dev/null 2>&1 || true
     fi
-    if ! wait "$next_build"; then
+    if ! job_status "$next_status" "$next_build"; then
       echo "== logs: ${logs[*]}"
       exit 1
     fi

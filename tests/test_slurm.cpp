@@ -341,13 +341,15 @@ TEST(Slurm, AJobThatHitsItsTimeLimitWithoutTheSignalIsReportedInSlurmsOwnState) 
 // gone, and the script's own checks (the launcher's, on the step logs) pass. Each replica is a group
 // of two ranks (Note [A replica group of several ranks]): the step's task forks them, the killed
 // step takes both, and the replacement's two ranks heal from r0's. (The README walk's Slurm block
-// runs the same script with one rank a replica.)
+// runs the same script with one rank a replica.) --timeout 10: the kill is found at once (its
+// sockets close), and under a loaded CI machine a rank stalled past the default 2 s was once taken
+// for lost before the test could kill it (the run went on correctly, without the kill to test).
 TEST(Slurm, AReplicaLostMidJobIsReplacedBySrunIntoTheSameJob) {
   SKIP_WITHOUT_SLURM();
   const std::string out = temp_dir();
   auto sub = ddp::run_command({"/bin/bash", "-c", "cd " + std::string(DDP_SOURCE_DIR) + " && sbatch --parsable --output=" + out +
                                                       "/%x-%j.out --cpus-per-task=2 08_fault_tolerance/replicas.sbatch --steps 300 --step-ms 40"
-                                                      " --ranks-per-replica 2"
+                                                      " --ranks-per-replica 2 --timeout 10"
                                                       " --momentum 0.9 --out " + out + "/run"},
                               30);
   ASSERT_EQ(sub.exit_code, 0) << sub.output;

@@ -2,6 +2,7 @@
 // benchmark (bench/ddp_sim_presets.h).
 #include "bench/ddp_sim_presets.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -262,6 +263,31 @@ std::string summary(int within, int closer, int cells, int sign, int signs) {
 bool closer_than_both(double over, double over_pub, double no_overlap) {
   return std::fabs(over - over_pub) < std::fabs(no_overlap - over_pub) && std::fabs(over - over_pub) < std::fabs(over_pub);
 }
+// One published cell (kGpus[k] GPUs) played out with `o`: the step at the default 25 MiB and the
+// change at 1 MiB, and what the goals judge (the error, the overhead beside the naive models').
+struct Cell {
+  double step = 0, cap1 = 0, error = 0, over = 0, over_pub = 0, no_overlap = 0;
+  bool within = false, closer = false;
+};
+Cell play_cell(const Published& pub, int k, const Profile& profile, const Network& net, Options o) {
+  const World world = world_of(kGpus[k]);
+  Cell c;
+  o.bucket_cap_bytes = 25 * kMiB;
+  c.step = simulate(profile, world, net, o).step_s;
+  o.bucket_cap_bytes = 1 * kMiB;
+  c.cap1 = (simulate(profile, world, net, o).step_s - c.step) / c.step * 100;
+  c.error = (c.step - pub.ddp[k]) / pub.ddp[k] * 100;
+  c.over = (c.step - pub.no_ddp) * 1e3, c.over_pub = (pub.ddp[k] - pub.no_ddp) * 1e3;
+  c.no_overlap = allreduce(world, net, total_bytes(profile)).total() * 1e3;
+  c.within = std::fabs(c.error) <= 2.0, c.closer = closer_than_both(c.over, c.over_pub, c.no_overlap);
+  return c;
+}
+// A section of a table: its title, then a Markdown table of this header line and these rows.
+std::string section(const std::string& title, const std::string& header, const std::string& rows) {
+  std::string rule = "|";
+  for (size_t bars = std::count(header.begin(), header.end(), '|'); bars > 1; --bars) rule += "---|";
+  return title + "\n\n" + header + "\n" + rule + "\n" + rows;
+}
 
 }  // namespace
 
@@ -273,48 +299,36 @@ std::string pytorch_dgx1_table(const std::string& profiles_dir) {
   const auto seconds = [](const Published& pub, int k) { return format("%.3f against %.3f", pub.cap1_p75[k], pub.p75[k]); };
   for (const Published& pub : kPublished) {
     const Profile profile = read_profile(model_profile_path(profiles_dir, pub.model));
-    const double bytes = total_bytes(profile);
-    Options o = table_options(pub, profile, dgx);
+    const Options o = table_options(pub, profile, dgx);
     steps += format("| %s | 1, no DDP | %.4f | %.3f | input: the compute |\n", pub.model, pub.no_ddp, pub.no_ddp);
     for (int k = 0; k < 5; ++k) {
       const int g = kGpus[k];
-      const World world = world_of(g);
-      o.bucket_cap_bytes = 25 * kMiB;
-      const double step = simulate(profile, world, net, o).step_s;
-      o.bucket_cap_bytes = 1 * kMiB;
-      const double step1 = simulate(profile, world, net, o).step_s;
-      const double error = (step - pub.ddp[k]) / pub.ddp[k] * 100;
-      const double over = (step - pub.no_ddp) * 1e3, over_pub = (pub.ddp[k] - pub.no_ddp) * 1e3;
-      const double no_overlap = allreduce(world, net, bytes).total() * 1e3;
-      const double cap1 = (step1 - step) / step * 100;
+      const Cell c = play_cell(pub, k, profile, net, o);
       const double published = published_change(pub.cap1_pct[k]);
       if (pub.cap1_p75[k] != pub.p75[k] && (published > 0) != (pub.cap1_p75[k] > pub.p75[k]))
         throw std::logic_error(format("%s at %d GPUs: the published change %+.1f %% and its seconds disagree", pub.model, g, published));
       const std::string where = where_of(g);
       if (k == 0) {
-        steps += format("| %s | 1 | %.4f | %.3f | calibration (%.2f us per gradient) |\n", pub.model, step, pub.ddp[k], o.per_param_s * 1e6);
-        overheads += format("| %s | 1 | %.2f | %.1f | %.2f | 0 | calibration |\n", pub.model, over, over_pub, no_overlap);
-        caps += format("| %s | 1 | %+.2f | %+.1f | %s | no communication at 1 GPU |\n", pub.model, cap1, published, seconds(pub, k).c_str());
+        steps += format("| %s | 1 | %.4f | %.3f | calibration (%.2f us per gradient) |\n", pub.model, c.step, pub.ddp[k], o.per_param_s * 1e6);
+        overheads += format("| %s | 1 | %.2f | %.1f | %.2f | 0 | calibration |\n", pub.model, c.over, c.over_pub, c.no_overlap);
+        caps += format("| %s | 1 | %+.2f | %+.1f | %s | no communication at 1 GPU |\n", pub.model, c.cap1, published, seconds(pub, k).c_str());
         continue;
       }
-      const bool ok = std::fabs(error) <= 2.0;
-      const bool better = closer_than_both(over, over_pub, no_overlap);
-      within += ok, closer += better, ++cells;
-      steps += format("| %s | %s | %.4f | %.3f | %+.2f %s |\n", pub.model, where.c_str(), step, pub.ddp[k], error, ok ? "within 2 %" : "OUTSIDE 2 %");
-      overheads += format("| %s | %s | %.2f | %.1f | %.2f | 0 | %s |\n", pub.model, where.c_str(), over, over_pub, no_overlap,
-                          better ? "closer than both" : "NOT closer than both");
-      const std::string verdict = cap1_verdict(cap1, published, sign, signs);
-      caps += format("| %s | %s | %+.2f | %+.1f | %s | %s |\n", pub.model, where.c_str(), cap1, published, seconds(pub, k).c_str(), verdict.c_str());
+      within += c.within, closer += c.closer, ++cells;
+      steps += format("| %s | %s | %.4f | %.3f | %+.2f %s |\n", pub.model, where.c_str(), c.step, pub.ddp[k], c.error,
+                      c.within ? "within 2 %" : "OUTSIDE 2 %");
+      overheads += format("| %s | %s | %.2f | %.1f | %.2f | 0 | %s |\n", pub.model, where.c_str(), c.over, c.over_pub, c.no_overlap,
+                          c.closer ? "closer than both" : "NOT closer than both");
+      const std::string verdict = cap1_verdict(c.cap1, published, sign, signs);
+      caps += format("| %s | %s | %+.2f | %+.1f | %s | %s |\n", pub.model, where.c_str(), c.cap1, published, seconds(pub, k).c_str(), verdict.c_str());
     }
   }
-  std::string t;
-  t += "Sec/iter (p50): predicted, published, error\n\n";
-  t += "| model | GPUs | predicted s | published s | error % |\n|---|---|---|---|---|\n" + steps;
-  t += "\nDDP's overhead (sec/iter minus 1 GPU without DDP), ms: predicted, published, and the two naive models\n\n";
-  t += "| model | GPUs | predicted | published | no overlap | perfect overlap | |\n|---|---|---|---|---|---|---|\n" + overheads;
-  t += "\nbucket_cap_mb=1 against 25, change of sec/iter in % (published: p75, diff.py's figure negated back; its seconds: the 1 MiB run's p75 against the default's)\n\n";
-  t += "| model | GPUs | predicted | published | published p75 s | |\n|---|---|---|---|---|---|\n" + caps;
-  return t + "\n" + summary(within, closer, cells, sign, signs);
+  return section("Sec/iter (p50): predicted, published, error", "| model | GPUs | predicted s | published s | error % |", steps) + "\n" +
+         section("DDP's overhead (sec/iter minus 1 GPU without DDP), ms: predicted, published, and the two naive models",
+                 "| model | GPUs | predicted | published | no overlap | perfect overlap | |", overheads) + "\n" +
+         section("bucket_cap_mb=1 against 25, change of sec/iter in % (published: p75, diff.py's figure negated back; its seconds: "
+                 "the 1 MiB run's p75 against the default's)", "| model | GPUs | predicted | published | published p75 s | |", caps) +
+         "\n" + summary(within, closer, cells, sign, signs);
 }
 
 
@@ -360,36 +374,27 @@ std::string pytorch_dgx1_held_out_table(const std::string& profiles_dir) {
     o.rank_spread = fitted[1 - m];
     spreads += format("| %s | %.2f %% | %s's cells at 2 to 16 GPUs |\n", pub.model, o.rank_spread * 100, other.model);
     for (int k = 1; k < 5; ++k) {
-      const int g = kGpus[k];
-      const World world = world_of(g);
-      o.bucket_cap_bytes = 25 * kMiB;
-      const double step = simulate(profile, world, net, o).step_s, step0 = simulate(profile, world, net, without).step_s;
-      o.bucket_cap_bytes = 1 * kMiB;
-      const double cap1 = (simulate(profile, world, net, o).step_s - step) / step * 100;
-      const double error = (step - pub.ddp[k]) / pub.ddp[k] * 100;
-      const double over = (step - pub.no_ddp) * 1e3, over_pub = (pub.ddp[k] - pub.no_ddp) * 1e3;
-      const double no_overlap = allreduce(world, net, total_bytes(profile)).total() * 1e3;
-      const bool ok = std::fabs(error) <= 2.0, better = closer_than_both(over, over_pub, no_overlap);
-      within += ok, closer += better, ++cells;
-      steps += format("| %s | %s | %.4f | %.4f | %.3f | %+.2f %s |\n", pub.model, where_of(g).c_str(), step, step0, pub.ddp[k], error,
-                      ok ? "within 2 %" : "OUTSIDE 2 %");
-      overheads += format("| %s | %s | %.2f | %.1f | %.2f | 0 | %s |\n", pub.model, where_of(g).c_str(), over, over_pub, no_overlap,
-                          better ? "closer than both" : "NOT closer than both");
+      const std::string where = where_of(kGpus[k]);
+      const Cell c = play_cell(pub, k, profile, net, o);
+      const double step0 = simulate(profile, world_of(kGpus[k]), net, without).step_s;  // the table's step
+      within += c.within, closer += c.closer, ++cells;
+      steps += format("| %s | %s | %.4f | %.4f | %.3f | %+.2f %s |\n", pub.model, where.c_str(), c.step, step0, pub.ddp[k],
+                      c.error, c.within ? "within 2 %" : "OUTSIDE 2 %");
+      overheads += format("| %s | %s | %.2f | %.1f | %.2f | 0 | %s |\n", pub.model, where.c_str(), c.over, c.over_pub, c.no_overlap,
+                          c.closer ? "closer than both" : "NOT closer than both");
       const double published = published_change(pub.cap1_pct[k]);
-      const std::string verdict = cap1_verdict(cap1, published, sign, signs);
-      caps += format("| %s | %s | %+.2f | %+.1f | %s |\n", pub.model, where_of(g).c_str(), cap1, published, verdict.c_str());
+      const std::string verdict = cap1_verdict(c.cap1, published, sign, signs);
+      caps += format("| %s | %s | %+.2f | %+.1f | %s |\n", pub.model, where.c_str(), c.cap1, published, verdict.c_str());
     }
   }
-  std::string t;
-  t += "The ranks' spread, each model's from the other model's cells (held out)\n\n";
-  t += "| model | spread s | calibrated on |\n|---|---|---|\n" + spreads;
-  t += "\nSec/iter (p50): predicted with the held-out spread, the table's (s = 0), published, error\n\n";
-  t += "| model | GPUs | predicted s | s = 0 | published s | error % |\n|---|---|---|---|---|---|\n" + steps;
-  t += "\nDDP's overhead (sec/iter minus 1 GPU without DDP), ms: predicted with the held-out spread, published, and the two naive models\n\n";
-  t += "| model | GPUs | predicted | published | no overlap | perfect overlap | |\n|---|---|---|---|---|---|---|\n" + overheads;
-  t += "\nbucket_cap_mb=1 against 25, change of sec/iter in %, with the held-out spread (published: as in the table)\n\n";
-  t += "| model | GPUs | predicted | published | |\n|---|---|---|---|---|\n" + caps;
-  return t + "\nheld out: " + summary(within, closer, cells, sign, signs);
+  return section("The ranks' spread, each model's from the other model's cells (held out)", "| model | spread s | calibrated on |", spreads) +
+         "\n" + section("Sec/iter (p50): predicted with the held-out spread, the table's (s = 0), published, error",
+                        "| model | GPUs | predicted s | s = 0 | published s | error % |", steps) + "\n" +
+         section("DDP's overhead (sec/iter minus 1 GPU without DDP), ms: predicted with the held-out spread, published, and the two naive models",
+                 "| model | GPUs | predicted | published | no overlap | perfect overlap | |", overheads) + "\n" +
+         section("bucket_cap_mb=1 against 25, change of sec/iter in %, with the held-out spread (published: as in the table)",
+                 "| model | GPUs | predicted | published | |", caps) +
+         "\nheld out: " + summary(within, closer, cells, sign, signs);
 }
 
 }  // namespace ddp::sim

@@ -54,11 +54,11 @@ unset DDP_RECORD_RESULTS
 # Whatever this script started, stopped when it ends: the wheel's install (if the cpu build
 # failed before it ended) with the pip it runs, and the throw-away Slurm below.
 descendants() { local p; for p in $(pgrep -P "$1"); do echo "$p"; descendants "$p"; done; }
-wheel="" wheel_time="" slurm_up=no next_status=""
+wheel="" wheel_time="" wheel_status="" slurm_up=no next_status=""
 cleanup() {
-  [ -z "$wheel" ] || kill $(descendants "$wheel") "$wheel" 2>/dev/null || true
-  [ -z "$wheel_time" ] || rm -f "$wheel_time"
-  [ -z "$next_status" ] || rm -f "$next_status"
+  # The wheel's pid is its own only while it runs (Note [A job's status in a file], progress.sh).
+  [ -z "$wheel" ] || [ -s "$wheel_status" ] || kill $(descendants "$wheel") "$wheel" 2>/dev/null || true
+  rm -f "$wheel_time" "$wheel_status" "$next_status"
   [ "$slurm_up" = no ] || "$root/scripts/local_slurm.sh" down >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
@@ -72,8 +72,9 @@ start=$SECONDS
 if [[ " $flavours " == *" cuda "* ]]; then
   DDP_SETUP_TORCH=later "$root/scripts/setup.sh" $flavours
   phase_done setup $((SECONDS - start))
-  wheel_time=$(mktemp)  # its own seconds, for the summary
-  ( begun=$SECONDS; DDP_SETUP_LOG=$root/setup-torch.log "$root/scripts/setup.sh" cuda && echo $((SECONDS - begun)) > "$wheel_time" ) &
+  wheel_time=$(mktemp) wheel_status=$(mktemp)  # its own seconds, for the summary; how it ended
+  install_wheel() { local begun=$SECONDS; DDP_SETUP_LOG=$root/setup-torch.log "$root/scripts/setup.sh" cuda && echo $((SECONDS - begun)) > "$wheel_time"; }
+  start_job "$wheel_status" install_wheel
   wheel=$!
 else
   "$root/scripts/setup.sh" $flavours
@@ -136,9 +137,8 @@ build_flavour "${fl[0]}" || exit 1
 built "${fl[0]}"
 if [ -n "$wheel" ]; then
   start=$SECONDS waited=no
-  kill -0 "$wheel" 2>/dev/null && waited=yes && echo "[build cuda] waits for torch's wheel, still being installed (setup)"
-  wait "$wheel" 2>/dev/null || true  # reaps it; its seconds in the file say it succeeded (Note [A job's status in a file])
-  if [ ! -s "$wheel_time" ]; then
+  [ -s "$wheel_status" ] || { waited=yes; echo "[build cuda] waits for torch's wheel, still being installed (setup)"; }
+  if ! job_status "$wheel_status" "$wheel"; then
     wheel=""
     echo "== setup of the cuda flavour FAILED (above; log: $root/setup-torch.log)"
     exit 2

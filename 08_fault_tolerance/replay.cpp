@@ -14,11 +14,11 @@ namespace {
 std::vector<torch::Tensor> contributor_gradient(torch::nn::Sequential& model, const std::vector<torch::Tensor>& params,
                                                 const StepRecord& r, int64_t j) {
   std::vector<torch::Tensor> sum;
+  const torch::Tensor inverse = torch::scalar_tensor(1.0 / static_cast<double>(r.ranks), torch::kDouble);  // as 05's DDP
   for (int64_t k = 0; k < r.ranks; ++k) {
     auto [x, y] = ddp::toy::batch(static_cast<int>(r.position / r.batch + j * r.ranks + k), 0, static_cast<int>(r.batch), 1);
     std::vector<torch::Tensor> g = torch::autograd::grad({torch::mse_loss(model->forward(x), y)}, params);
     if (r.ranks == 1) return g;
-    const torch::Tensor inverse = torch::scalar_tensor(1.0 / static_cast<double>(r.ranks), torch::kDouble);  // as 05's DDP
     for (size_t i = 0; i < g.size(); ++i) {
       torch::Tensor part = at::mul(g[i], inverse);
       if (sum.size() < g.size()) sum.push_back(part);

@@ -161,13 +161,20 @@ bool check_run(const std::string& out, const ddp::toy::TrainConfig& cfg, const O
                                             " steps, and their samples follow each other without a gap or an overlap (samples 0 to " +
                                             std::to_string(next - 1) + ")");
   std::vector<StepRecord> steps;
-  int most = 0;
+  int most = 0, most_ranks = 1;  // contributors a step, and ranks a contributor
   bool local = false;
   for (const auto& [step, r] : schedule) {
-    // A replica group of 3 or more ranks adds in Gloo's ring order within the group (05's DDP) too.
-    steps.push_back(r), most = std::max(most, static_cast<int>(r.contributors.size()) * (r.ranks > 2 ? 2 : 1));
+    steps.push_back(r), most = std::max(most, static_cast<int>(r.contributors.size()));
+    most_ranks = std::max(most_ranks, static_cast<int>(r.ranks));
     local = local || r.average != "gradients";
   }
+  // At most 2 contributors a step, of at most 2 ranks each, the replays' sums are the all-reduces'
+  // bit for bit (a+b in either order, and adding zeros changes nothing); from 3, Gloo's ring adds
+  // in its own order (chapter 03's Note [Ring against c10d: when the bits agree]), across the
+  // contributors or inside a group (05's DDP), so the tolerance of one process holds.
+  const bool exact = most <= 2 && most_ranks <= 2;
+  const std::string apart = std::to_string(most) + " contributors" +
+                            (most_ranks > 2 ? " of " + std::to_string(most_ranks) + " ranks" : "") + " a step: Gloo's ring adds in its own order";
   if (local) {  // local SGD: replicas differ between averages; each is held to its own replay
     const auto replayed = replay_local(steps, heals, cfg, outer);
     bool all = !finals.empty();
@@ -180,17 +187,13 @@ bool check_run(const std::string& out, const ddp::toy::TrainConfig& cfg, const O
       const bool same_bits = ddp::toy::fingerprint(replayed.at(id)) == f;
       const double diff = ddp::toy::max_abs_diff(replayed.at(id), load_params(out + "/params." + id + ".pt"));
       worst = std::max(worst, diff);
-      // At most 2 contributors a step the average is exact (a/2 + b/2 in any order); from 3,
-      // Gloo's ring adds in its own order, as in the replay of the gradients.
-      all = all && (most <= 2 ? same_bits : diff <= ddp::toy::kTolerance);
+      all = all && (exact ? same_bits : diff <= ddp::toy::kTolerance);
     }
     char diff_text[32];
     std::snprintf(diff_text, sizeof(diff_text), "%.3g", worst);
     ok &= check(all, std::to_string(finals.size()) + " replica(s) finished, each equal to a single-process replay of its own " +
                          "steps and the averages (" + (outer.lr > 0 ? "DiLoCo" : "local SGD") + "): " +
-                         (most <= 2 ? "bit-identical (at most 2 contributors a step)"
-                                    : "max |diff| " + std::string(diff_text) + " <= 1e-05 (" + std::to_string(most) +
-                                          " contributors a step: Gloo's ring adds in its own order)"));
+                         (exact ? "bit-identical (at most 2 contributors a step)" : "max |diff| " + std::string(diff_text) + " <= 1e-05 (" + apart + ")"));
   }
   std::string fp;
   bool same = !finals.empty();
@@ -201,17 +204,12 @@ bool check_run(const std::string& out, const ddp::toy::TrainConfig& cfg, const O
     const std::vector<torch::Tensor> mine = replay(steps, cfg);
     const std::string replayed = ddp::toy::fingerprint(mine);
     const double diff = ddp::toy::max_abs_diff(mine, theirs);
-    // At most 2 contributors a step, the replay's sums are the all-reduce's bit for bit (a+b, and
-    // adding zeros changes nothing); from 3, Gloo's ring adds in its own order (chapter 03's
-    // Note [Ring against c10d: when the bits agree]), so the tolerance of one process holds.
-    const bool exact = most <= 2;
     char diff_text[32];
     std::snprintf(diff_text, sizeof(diff_text), "%.3g", diff);
     ok &= check(exact ? replayed == fp : diff <= ddp::toy::kTolerance,
                 "a single-process replay of the membership schedule: fingerprint " + replayed +
                     (exact ? ", bit-identical to the replicas' (at most 2 contributors a step)"
-                           : ", max |diff| " + std::string(diff_text) + " <= 1e-05 (" + std::to_string(most) +
-                                 " contributors a step: Gloo's ring adds in its own order)"));
+                           : ", max |diff| " + std::string(diff_text) + " <= 1e-05 (" + apart + ")"));
   }
   std::sort(commits.begin(), commits.end(), [](const Commit& a, const Commit& b) { return a.at < b.at; });
   for (const Fault& f : faults) {

@@ -129,6 +129,11 @@ bool agree(ddp::Group& inner, bool ok) {
 
 c10::intrusive_ptr<ddp::Backend> new_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                            const std::string& host, double timeout_s) {
+  // A replica lost mid-collective closes its sockets; a survivor's next write to one raises
+  // SIGPIPE, whose default ends the process in silence. Ignored, as every rank of 01-07 does
+  // (Note [A peer gone mid-write] in common/group/process_group.cpp): the write fails, Gloo
+  // throws, and the step fails as a step with a lost peer does.
+  signal(SIGPIPE, SIG_IGN);
   auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME")) {
     opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));

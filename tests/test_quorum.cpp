@@ -1,7 +1,16 @@
 // Chapter 08's quorum rules (08_fault_tolerance/quorum.h), one case each, in one process.
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
 #include "08_fault_tolerance/quorum.h"
+#include "08_fault_tolerance/replica_group.h"
 
 using namespace ch08;
 
@@ -87,4 +96,20 @@ TEST(Quorum, HealersTakeTheirSourcesInTurn) {
   EXPECT_EQ(assignment(q, "r2").max_step, 9);
   EXPECT_THROW(assignment(q, "r9"), std::runtime_error);
   EXPECT_EQ(serialize(parse_quorum(serialize(q))), serialize(q));
+}
+
+// A replica that made a group ignores SIGPIPE (as 01-07's ranks do, Note [A peer gone mid-write]):
+// a replica stopped (SIGSTOP) and let go on after the others had closed the old group's sockets
+// wrote to one and died in silence, where it should fail the step and ask for a quorum.
+TEST(ReplicaGroup, ARankThatMadeAGroupSurvivesAWriteToAPeerThatIsGone) {
+  std::signal(SIGPIPE, SIG_DFL);
+  auto group = new_group(c10::make_intrusive<c10d::HashStore>(), 0, 1, "127.0.0.1", 1.0);
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  ::close(fds[1]);  // the peer is gone
+  const char byte = 'x';
+  errno = 0;
+  EXPECT_EQ(::write(fds[0], &byte, 1), -1);  // without the ignore, SIGPIPE ends this process here
+  EXPECT_EQ(errno, EPIPE);
+  ::close(fds[0]);
 }

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -65,7 +66,33 @@ struct TracedStep {
   double forward_s = 0, backward_s = 0, optimizer_s = 0, grad_bytes = 0;
   int world = 0, steps = 0;
   std::vector<ddp::cost::Gradient> gradients;  // in ready order, each at its median time into backward
+  // Ranks apart (Note [The slowest rank] in ddp_sim.cpp): where each rank's backward ends (its
+  // last bucket ready), |rank a - rank b| over the steps and pairs of ranks; one host's clock.
+  std::vector<double> apart_s;
 };
+
+// Each rank's backward ends (its last "bucketK ready" inside a backward span), in step order,
+// the first two steps left out (buckets rebuilt, caches cold).
+std::vector<double> ranks_apart(const std::map<int, std::vector<std::pair<double, double>>>& backwards,
+                                const std::map<int, std::vector<double>>& bucket_ready) {
+  std::vector<std::vector<double>> ends;
+  for (const auto& [pid, spans] : backwards) {
+    std::vector<double> e;
+    const auto found = bucket_ready.find(pid);
+    for (const auto& [begin, end] : spans) {
+      double last = -1;
+      if (found != bucket_ready.end())
+        for (double ts : found->second) if (ts >= begin && ts <= end) last = std::max(last, ts);
+      if (last >= 0) e.push_back(last);
+    }
+    if (e.size() > 2) ends.emplace_back(e.begin() + 2, e.end());
+  }
+  std::vector<double> apart;
+  for (size_t a = 0; a < ends.size(); ++a)
+    for (size_t b = a + 1; b < ends.size(); ++b)
+      for (size_t i = 0; i < std::min(ends[a].size(), ends[b].size()); ++i) apart.push_back(std::fabs(ends[a][i] - ends[b][i]) / 1e6);
+  return apart;
+}
 
 TracedStep read_trace(const std::string& path) {
   std::map<std::string, std::vector<double>> dur;  // rank 0's spans by name
@@ -73,6 +100,9 @@ TracedStep read_trace(const std::string& path) {
   std::vector<std::tuple<double, int, double>> ready;  // rank 0's "gradient ready": time, param, bytes
   double bucket_bytes = 0;
   std::set<int> pids;
+  std::map<int, std::vector<std::pair<double, double>>> every_backward;  // every rank's
+  std::map<int, std::vector<double>> bucket_ready;                          // every rank's "bucketK ready"
+  const std::regex bucket_ready_name("bucket[0-9]+ ready");
   for (const nlohmann::json& e : ddp::read_trace_events(path)) {
     const std::string name = e.value("name", ""), ph = e.value("ph", "");
     const double pid_value = ddp::event_number(e, "pid");
@@ -81,8 +111,10 @@ TracedStep read_trace(const std::string& path) {
     if (ph == "i" && pid == 0 && name == "gradient ready") {
       ready.emplace_back(ddp::event_number(e, "ts"), static_cast<int>(ddp::event_number(e, "param")), ddp::event_number(e, "bytes"));
     }
+    if (ph == "i" && std::regex_match(name, bucket_ready_name)) bucket_ready[pid].push_back(ddp::event_number(e, "ts"));
     if (ph != "X") continue;
     pids.insert(pid);
+    if (name == "backward") every_backward[pid].emplace_back(ddp::event_number(e, "ts"), ddp::event_number(e, "ts") + ddp::event_number(e, "dur"));
     if (pid != 0) continue;
     const double ts = ddp::event_number(e, "ts"), duration = ddp::event_number(e, "dur");
     dur[name].push_back(duration / 1e6);
@@ -120,6 +152,7 @@ TracedStep read_trace(const std::string& path) {
   }
   for (auto& [param, p] : by_param) t.gradients.push_back({p.first, median(p.second)});
   std::sort(t.gradients.begin(), t.gradients.end(), [](const auto& a, const auto& b) { return a.ready_s < b.ready_s; });
+  t.apart_s = ranks_apart(every_backward, bucket_ready);
   return t;
 }
 
@@ -225,6 +258,16 @@ int main(int argc, char** argv) {
     std::printf("\nDDP step of %s: %.2f MB of gradients, forward+data %s, backward computing %s, optimizer %s, world %d\n",
                 source.c_str(), t.grad_bytes / 1e6, ms(t.forward_s).c_str(), ms(t.backward_s).c_str(),
                 ms(t.optimizer_s).c_str(), t.world);
+    if (!t.apart_s.empty()) {
+      std::vector<double> a = t.apart_s;
+      std::sort(a.begin(), a.end());
+      double sum = 0;
+      for (double x : a) sum += x;
+      const size_t pairs = static_cast<size_t>(t.world) * (t.world - 1) / 2;
+      std::printf("ranks apart where backward ends (the last bucket ready), |rank a - rank b| over %zu step(s), %zu pair(s) of "
+                  "ranks each: mean %.3f ms, median %.3f ms (ddp_sim --ranks-apart-ms: Note [The slowest rank])\n",
+                  a.size() / std::max<size_t>(pairs, 1), pairs, sum / a.size() * 1e3, a[a.size() / 2] * 1e3);
+    }
     if (!t.gradients.empty()) {
       std::printf("buckets cut from the %zu gradients in the order and at the times they became ready (median)\n", t.gradients.size());
     } else {

@@ -381,6 +381,14 @@ double compute_beside(double now, double d, double busy_until, double interferen
 // 1.029 at 4, 1.424 at 8, 1.766 at 16, 3.241 at 1,024. The spread of a given machine is not
 // cited anywhere; the DGX-1 table takes it from the other model's cells, held out (Note [The
 // PyTorch DGX-1 table, held out] in ddp_sim_presets.cpp).
+// On one machine it can be measured: a traced two-rank run has both ranks on one clock, and
+// cost_model --trace gives how far apart they end backward (the last bucket ready), the mean
+// |a - b| over the steps. For two ranks max(a, b) = (a + b) / 2 + |a - b| / 2 whatever the
+// draws' distribution, so the later rank is half that mean behind the mean rank; for normal
+// draws E|a - b| = 2 sigma / sqrt(pi), so ddp_sim --ranks-apart-ms d is the spread
+// sigma = d sqrt(pi) / 2 over the compute (at 2 ranks: d / 2 longer, exactly; at more, the
+// normal's assumption). bench/one_vs_two_ranks.sh measures d in a two-rank run of its own and
+// judges the prediction on another.
 double expected_max_of_normals(int n) {
   if (n < 1) throw std::invalid_argument("a world of at least one rank");
   if (n == 1) return 0;

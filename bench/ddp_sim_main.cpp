@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -106,7 +107,7 @@ int main(int argc, char** argv) {
   std::string profile_path, model, profiles_dir, preset, table, algorithm = "ring", bucketing = "rebuilt";
   double optimizer_ms = 0, backward_ms = 0, intra_gbps = 100, inter_gbps = 25, intra_latency_us = 5, inter_latency_us = 10;
   double bucket_cap_mb = 25, first_bucket_mb = 1, per_param_us = 0, per_bucket_us = 0, copy_gb_per_s = 0;
-  double interference = 0, allreduce_slowdown = 0, rank_spread = 0;
+  double interference = 0, allreduce_slowdown = 0, rank_spread = 0, ranks_apart_ms = 0;
   std::optional<double> compute_ms;  // required: no default to state
   int nodes = 1, gpus_per_node = 8;
   bool first_iteration = false, one_bucket = false, stop_vote = false, timeline = false;
@@ -159,6 +160,11 @@ int main(int argc, char** argv) {
                  "Each rank's compute a normal draw of this relative spread (0.02: 2 %); the step computes for the slowest "
                  "of the world's ranks (Note [The slowest rank]); default 0")
       ->check(ddp::finite_number())->check(CLI::Range(0.0, 0.99));
+  app.add_option("--ranks-apart-ms", ranks_apart_ms,
+                 "Instead of --rank-spread: how far apart two ranks end backward, the mean |difference| measured "
+                 "(cost_model --trace on a two-rank trace); the spread it implies, sqrt(pi)/2 x this, over --compute-ms "
+                 "(Note [The slowest rank]); default 0")
+      ->check(ddp::finite_number())->check(CLI::NonNegativeNumber);
   app.add_flag("--stop-vote", stop_vote, "05's stop vote: a 4-byte all-reduce after every step, run during the next forward "
                                         "(Note [The wire and the cores]); PyTorch's DDP has none");
   app.add_option("--measured-ms", measured_ms, "A measured step to hold the prediction against: prints the error")
@@ -242,6 +248,11 @@ int main(int argc, char** argv) {
     }
     if (optimizer_ms >= *compute_ms) throw ddp::UsageError("--optimizer-ms must be less than --compute-ms");
     if (backward_ms >= *compute_ms - optimizer_ms) throw ddp::UsageError("--backward-ms must be less than --compute-ms minus --optimizer-ms");
+    if (ranks_apart_ms > 0) {  // Note [The slowest rank]: E|a - b| = 2 sigma / sqrt(pi) for two normal draws
+      if (app.count("--rank-spread") > 0) throw ddp::UsageError("--ranks-apart-ms or --rank-spread: give one of them");
+      rank_spread = ranks_apart_ms * std::sqrt(M_PI) / 2 / *compute_ms;
+      if (rank_spread >= 0.99) throw ddp::UsageError("--ranks-apart-ms: ranks that far apart are not a spread around --compute-ms");
+    }
     const ddp::sim::World world{nodes, gpus_per_node};
     ddp::sim::Network net;
     net.intra = {intra_gbps * 1e9 / 8, intra_latency_us * 1e-6};
@@ -335,8 +346,12 @@ int main(int argc, char** argv) {
                   "%.1f%% of the step\n", ms(r.interference_s).c_str(), ms(r.step_s - undisturbed).c_str(), ms(undisturbed).c_str(),
                   (r.step_s - undisturbed) / r.step_s * 100);
     }
+    if (ranks_apart_ms > 0) {
+      std::printf("ranks apart by %g ms (--ranks-apart-ms): a spread of %.3f ms, %.2f %% of the compute\n", ranks_apart_ms,
+                  ranks_apart_ms * std::sqrt(M_PI) / 2, rank_spread * 100);
+    }
     if (rank_spread > 0) {
-      std::printf("the slowest of %d ranks (--rank-spread %g): the compute %s longer, %.3f x the spread (Note [The slowest rank])\n",
+      std::printf("the slowest of %d ranks (a spread of %g): the compute %s longer, %.3f x the spread (Note [The slowest rank])\n",
                   world.size(), rank_spread, ms(r.slowest_rank_s).c_str(), ddp::sim::expected_max_of_normals(world.size()));
     }
     std::printf("scaling efficiency: %.1f%% (compute without DDP / step: per GPU, against one GPU without DDP)\n", r.efficiency * 100);

@@ -2,8 +2,10 @@
 # Why two ranks of the MLP train slower than one on a 2-core laptop, and two of the CNN faster:
 # measured (05_ddp, one thread per rank), then predicted by bench/ddp_sim from the model's profile
 # and what a rank does without DDP, measured in the same run (Note [Two ranks on two cores]).
-# Usage: bench/one_vs_two_ranks.sh [--quick] [output folder, default runs/one_vs_two]
-# --quick (the tests): fewer steps and a shorter all-reduce sweep.
+# Usage: bench/one_vs_two_ranks.sh [--quick] [--runs N] [output folder, default runs/one_vs_two]
+# --quick (the tests): fewer steps and a shorter all-reduce sweep, one run. --runs N (default 5):
+# the models measured and predicted N times, interleaved (mlp, cnn, mlp, ...), each run with
+# inputs of its own; the file keeps the last run's figures and every run's error.
 # Writes its figures to results/one_vs_two_ranks.json (scripts/results.sh), which the pages cite;
 # --quick writes it into the output folder instead (DDP_RESULTS_DIR overrides either).
 # DDP_BUILD_DIR=<folder>: use those binaries as they are (no build).
@@ -25,7 +27,12 @@
 # forward's time, not the twice its FLOPs say).
 # (c) 05 all-reduces a 4-byte stop vote after every step (ddp_sim --stop-vote), which runs
 # beside the next forward, slowed by the same shares.
-# Each input is measured without DDP; the two-rank run is only what the prediction is held against.
+# (d) The ranks apart: where backward ends, one rank is behind the other by an amount that varies
+# step to step, and the step waits for the later one (Note [The slowest rank] in
+# bench/ddp_sim.cpp). Measured in a traced two-rank run of its own (cost_model --trace: the mean
+# |rank 0 - rank 1| of the last bucket's ready time) and given as ddp_sim --ranks-apart-ms.
+# Each input is measured without DDP, or in a run of its own; the untraced two-rank run is only
+# what the prediction is held against.
 # Left out, and measured apart by bench/compute_after_allreduce.py: how long the compute takes
 # after an all-reduce against after a barrier (results/compute_after_allreduce_{mlp,cnn}.json).
 set -euo pipefail
@@ -33,8 +40,16 @@ set -euo pipefail
 export DDP_GPU_COUNT=0
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/stop.sh"  # Ctrl-C: this script and every run it started stop (Note [Stop means stop])
-quick=
-if [ "${1:-}" = --quick ]; then quick=1; shift; fi
+quick= runs=5
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) quick=1 runs=1; shift ;;
+    --runs) [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "--runs: a count of runs, 1 or more (got '${2:-}')" >&2; exit 2; }
+            runs=$2; shift 2 ;;
+    -*) echo "usage: $0 [--quick] [--runs N] [output folder]" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
 out=${1:-runs/one_vs_two}
 if [ -n "${DDP_BUILD_DIR:-}" ]; then
   bin=$DDP_BUILD_DIR
@@ -112,6 +127,11 @@ interference() {  # interference <model>: prints "s a"
 # 2. Each model: one rank alone; two single-rank runs at once (the busy compute); two ranks.
 step() { sed -n 's/^step: \([0-9.]*\) ms/\1/p' "$1"; }
 error() { sed -n 's/^measured: .*: \([-+0-9.]*%\)$/\1/p' "$1"; }
+per_run=""  # every run's errors, for the file
+for run in $(seq 1 "$runs"); do
+members=""
+rm -f "$out"/store-*
+[ "$runs" -gt 1 ] && echo "== run $run of $runs"
 for model in mlp cnn; do
   read -r share slowdown <<< "$(interference "$model")" && [ -n "${slowdown:-}" ] || { echo "no interference measured for $model" >&2; exit 1; }
   read -ra train <<< "$(flags "$model")"
@@ -120,6 +140,12 @@ for model in mlp cnn; do
     --trace "$out/$model-busy-a.json" &
   trainer "$out/$model-busy-b.log" --nproc-per-node 1 "${train[@]}" --out "$out/$model-busy-b" --init "file://$out/store-b" || { wait; exit 1; }
   wait $! || exit 1
+  # The ranks apart, from a traced two-rank run: not the one judged.
+  trainer "$out/$model-2-traced.log" --nproc-per-node 2 "${train[@]}" --out "$out/$model-2-traced" --trace "$out/$model-2-traced.json"
+  "$bin/cost_model" --csv "$out/allreduce-after-compute.csv" --trace "$out/$model-2-traced.json" > "$out/$model-apart.txt" 2>&1 ||
+    { cat "$out/$model-apart.txt" >&2; exit 1; }
+  apart=$(sed -n 's/^ranks apart .*: mean \([0-9.]*\) ms, median .*/\1/p' "$out/$model-apart.txt")
+  [ -n "$apart" ] || { echo "no ranks apart in $out/$model-apart.txt" >&2; exit 1; }
   trainer "$out/$model-2.log" --nproc-per-node 2 "${train[@]}" --out "$out/$model-2"
   one=$(rate "$out/$model-1.log") two=$(rate "$out/$model-2.log")
   busy=$(awk -v a="$(rate "$out/$model-busy-a.log")" -v b="$(rate "$out/$model-busy-b.log")" 'BEGIN { printf "%.1f", (a + b) / 2 }')
@@ -136,27 +162,48 @@ for model in mlp cnn; do
     'BEGIN { printf "%.3f %.3f\n", c * b / (f + b + o), c * o / (f + b + o) }')
   sim=("$bin/ddp_sim" --profiles-dir "$root/bench/profiles" --model "$model" --nodes 1 --gpus-per-node 2 --measured-ms "$measured_ms" --stop-vote)
   "${sim[@]}" --compute-ms "$compute_ms" --backward-ms "$backward_ms" --optimizer-ms "$optimizer_ms" \
-    --intra-gbps "$after_gbps" --intra-latency-us "$after_alpha" \
+    --intra-gbps "$after_gbps" --intra-latency-us "$after_alpha" --ranks-apart-ms "$apart" \
     --interference "$(awk -v x="$share" 'BEGIN { print (x < 0 ? 0 : x) }')" \
     --allreduce-slowdown "$(awk -v x="$slowdown" 'BEGIN { print (x < 0 ? 0 : x) }')" > "$out/$model-sim-cpu.txt"
+  # The same without the ranks apart: what the term adds, run by run.
+  "${sim[@]}" --compute-ms "$compute_ms" --backward-ms "$backward_ms" --optimizer-ms "$optimizer_ms" \
+    --intra-gbps "$after_gbps" --intra-latency-us "$after_alpha" \
+    --interference "$(awk -v x="$share" 'BEGIN { print (x < 0 ? 0 : x) }')" \
+    --allreduce-slowdown "$(awk -v x="$slowdown" 'BEGIN { print (x < 0 ? 0 : x) }')" > "$out/$model-sim-cpu-alike.txt"
   "${sim[@]}" --compute-ms "$alone_ms" --intra-gbps "$alone_gbps" --intra-latency-us "$alone_alpha" > "$out/$model-sim-gpu.txt"
   echo "$model: 1 rank $one samples/s ($alone_ms ms a step; $compute_ms ms beside another rank's); 2 ranks $two samples/s" \
     "($measured_ms ms a step of 2 x 64): $(awk -v a="$two" -v b="$one" 'BEGIN { printf "%.2f", a / b }')x one rank"
   awk -v c="$(step "$out/$model-sim-cpu.txt")" -v g="$(step "$out/$model-sim-gpu.txt")" -v one="$one" \
-      -v e="$(error "$out/$model-sim-cpu.txt")" -v f="$(error "$out/$model-sim-gpu.txt")" -v s="$share" -v a="$slowdown" 'BEGIN {
-    printf "  ddp_sim, as on these cores (busy compute, all-reduce after a compute, interference s = %s, a = %s): %.3f ms = %.0f samples/s, %.2fx one rank (error %s)\n", s, a, c, 128000 / c, 128000 / c / one, e
+      -v e="$(error "$out/$model-sim-cpu.txt")" -v f="$(error "$out/$model-sim-gpu.txt")" -v s="$share" -v a="$slowdown" -v d="$apart" 'BEGIN {
+    printf "  ddp_sim, as on these cores (busy compute, all-reduce after a compute, ranks apart %s ms, interference s = %s, a = %s): %.3f ms = %.0f samples/s, %.2fx one rank (error %s)\n", d, s, a, c, 128000 / c, 128000 / c / one, e
     printf "  ddp_sim, as on a GPU (compute alone, all-reduce back to back, hidden behind backward): %.3f ms = %.0f samples/s, %.2fx one rank (error %s)\n", g, 128000 / g, 128000 / g / one, f }'
+  echo "  the same without the ranks apart: $(step "$out/$model-sim-cpu-alike.txt") ms (error $(error "$out/$model-sim-cpu-alike.txt"))"
   sed -n 's/^all-reduce: /  all-reduce after a compute: /p' "$out/$model-sim-cpu.txt"
   members+=$(awk -v m="$model" -v one="$one" -v two="$two" -v busy="$busy" -v alone="$alone_ms" -v comp="$compute_ms" \
       -v meas="$measured_ms" -v c="$(step "$out/$model-sim-cpu.txt")" -v g="$(step "$out/$model-sim-gpu.txt")" \
       -v e="$(error "$out/$model-sim-cpu.txt" | tr -d '%+')" -v f="$(error "$out/$model-sim-gpu.txt" | tr -d '%+')" \
-      -v s="$share" -v a="$slowdown" 'BEGIN {
+      -v s="$share" -v a="$slowdown" -v d="$apart" 'BEGIN {
     printf "\"%s\": {\"one_rank_samples_per_s\": %s, \"two_ranks_samples_per_s\": %s, \"busy_samples_per_s\": %s, ", m, one, two, busy
     printf "\"one_rank_step_ms\": %s, \"busy_step_ms\": %s, \"two_ranks_step_ms\": %s, \"two_over_one\": %.4f, ", alone, comp, meas, two / one
-    printf "\"interference_s\": %s, \"allreduce_slowdown_a\": %s, ", s, a
+    printf "\"interference_s\": %s, \"allreduce_slowdown_a\": %s, \"ranks_apart_ms\": %s, ", s, a, d
     printf "\"predicted_cores_step_ms\": %s, \"predicted_cores_two_over_one\": %.4f, \"predicted_cores_error_pct\": %s, ", c, 128000 / c / one, e
     printf "\"predicted_gpu_step_ms\": %s, \"predicted_gpu_two_over_one\": %.4f, \"predicted_gpu_error_pct\": %s},\n  ", g, 128000 / g / one, f }')
+  per_run+="{\"run\": $run, \"model\": \"$model\", \"ranks_apart_ms\": $apart, \"predicted_cores_error_pct\": $(error "$out/$model-sim-cpu.txt" | tr -d '%+'), "
+  per_run+="\"without_apart_error_pct\": $(error "$out/$model-sim-cpu-alike.txt" | tr -d '%+')}, "
 done
+done
+# Within 10 %: the issue's bar for this machine, counted over the runs.
+within() {  # within <model> <key>: in how many runs |that error| <= 10 %
+  grep -o "\"model\": \"$1\", [^}]*" <<< "$per_run" | sed "s/.*\"$2\": \([-0-9.]*\).*/\1/" | awk '$1 <= 10 && $1 >= -10' | wc -l
+}
+if [ "$runs" -gt 1 ]; then
+  echo "over $runs interleaved runs, the prediction as on these cores within 10 % of the measured step:" \
+    "mlp in $(within mlp predicted_cores_error_pct) of $runs, cnn in $(within cnn predicted_cores_error_pct) of $runs;" \
+    "without the ranks apart mlp in $(within mlp without_apart_error_pct), cnn in $(within cnn without_apart_error_pct)"
+fi
+members+="\"runs\": [${per_run%, }], \"within_10_pct\": {\"runs\": $runs, \"mlp\": $(within mlp predicted_cores_error_pct), \"cnn\": $(within cnn predicted_cores_error_pct), "
+members+="\"mlp_without_apart\": $(within mlp without_apart_error_pct), \"cnn_without_apart\": $(within cnn without_apart_error_pct)},
+  "
 write_result one_vs_two_ranks "bench/one_vs_two_ranks.sh${quick:+ --quick}" "$members\"cores\": $cores, \"allreduce\": {\"alone_alpha_us\": $alone_alpha, \"alone_gbps\": $alone_gbps, \"after_compute_alpha_us\": $after_alpha, \"after_compute_gbps\": $after_gbps}"
 [ "$cores" -le 2 ] && echo "on $cores cores every core computes at 2 ranks: the first prediction is the one for this machine" ||
   echo "on $cores cores a core is left over at 2 ranks: the all-reduce has one of its own, and the second prediction is closer to this machine"

@@ -509,7 +509,8 @@ TEST(DdpSim, TheToolPrintsTheStepAndRefusesBadFlagsWithExit2) {
       {{"--comm-hook", "fp32"}, "--comm-hook"},        {{"--measured-ms", "0"}, "--measured-ms"},
       {{"--backward-ms", "14"}, "--backward-ms"},      {{"--backward-ms", "-1"}, "--backward-ms"},
       {{"--interference", "-0.1"}, "--interference"},  {{"--allreduce-slowdown", "nan"}, "--allreduce-slowdown"},
-      {{"--rank-spread", "1.5"}, "--rank-spread"},
+      {{"--rank-spread", "1.5"}, "--rank-spread"},       {{"--ranks-apart-ms", "-1"}, "--ranks-apart-ms"},
+      {{"--ranks-apart-ms", "20"}, "--ranks-apart-ms"},  {{"--ranks-apart-ms", "1", "--rank-spread", "0.1"}, "give one of them"},
       {{"--trace", dir + "/no/such/dir/t.json"}, "--trace"}};
   for (const auto& [flags, named] : refused) {
     const bool own = flags[0] == "--profile" || flags[0] == "--model";
@@ -518,6 +519,27 @@ TEST(DdpSim, TheToolPrintsTheStepAndRefusesBadFlagsWithExit2) {
     EXPECT_EQ(r.exit_code, 2) << flags[0] << "\n" << r.output;
     EXPECT_NE(r.output.find(named), std::string::npos) << r.output;
   }
+}
+
+// Note [The slowest rank]: two ranks that end backward a mean |a - b| of d apart make the step
+// wait d / 2 longer for the later one (max(a, b) = (a + b) / 2 + |a - b| / 2), whatever their
+// spread's shape; --ranks-apart-ms turns d into the spread that gives it (sqrt(pi)/2 x d).
+TEST(DdpSim, TwoRanksApartByDMsComputeHalfOfItLonger) {
+  const std::string dir = temp_dir();
+  std::ofstream(dir + "/tiny.json") << tiny_json().dump();
+  const std::vector<std::string> base{"ddp_sim", "--compute-ms", "14", "--profile", dir + "/tiny.json", "--gpus-per-node", "2"};
+  const ProcResult apart = run_one({plus(base, {"--ranks-apart-ms", "2"})}, 30), alike = run_one({base}, 30);
+  ASSERT_EQ(apart.exit_code, 0) << apart.output;
+  ASSERT_EQ(alike.exit_code, 0) << alike.output;
+  EXPECT_NE(apart.output.find("ranks apart by 2 ms (--ranks-apart-ms): a spread of 1.772 ms, 12.66 % of the compute"), std::string::npos)
+      << apart.output;
+  EXPECT_NE(apart.output.find("the slowest of 2 ranks (a spread of 0.126604): the compute 1.000 ms longer"), std::string::npos)
+      << apart.output;
+  const auto step = [](const std::string& out) {
+    std::smatch m;
+    return std::regex_search(out, m, std::regex("\nstep: ([0-9.]+) ms")) ? std::stod(m[1]) : -1;
+  };
+  EXPECT_GT(step(apart.output), step(alike.output)) << apart.output << alike.output;
 }
 
 // Note [Measured all-reduce tables]: a table is read on the line through two rows, between them

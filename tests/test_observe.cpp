@@ -413,6 +413,44 @@ TEST(CostModel, OneCommandMeasuresFitsAndPredicts) {
   EXPECT_NE(r.output.find("what if: 4 node(s) x 8 ranks"), std::string::npos);
 }
 
+// The ranks apart that cost_model reads off a merged two-rank trace (Note [The slowest rank] in
+// bench/ddp_sim.cpp): where each rank's backward ends (its last bucket ready, not an earlier
+// one), |rank 0 - rank 1| step by step, the first two steps left out: a trace made by hand.
+TEST(CostModel, RanksApartAreWhereEachRanksBackwardEnds) {
+  const std::string dir = temp_dir();
+  {
+    std::ofstream(dir + "/exact.csv") << "# world,bytes,plain_us,ours_us\n2,1048576,1000,1000\n2,4194304,3000,3000\n";
+  }
+  // Rank 1 ends backward this many ms after (or before) rank 0: 50 in the two steps left out, then
+  // 1, -4, 2, 6 (|d|: mean 3.25 ms, sorted 1 2 4 6); its first bucket 30 ms apart in every step.
+  const std::vector<double> late_ms{50, 50, 1, -4, 2, 6};
+  nlohmann::json events = nlohmann::json::array();
+  for (int pid = 0; pid < 2; ++pid) {
+    for (size_t i = 0; i < late_ms.size(); ++i) {
+      const double start = 100000.0 * i, d = pid == 1 ? late_ms[i] * 1000 : 0;
+      const auto span = [&](const char* name, double ts, double dur) {
+        events.push_back({{"name", name}, {"ph", "X"}, {"pid", pid}, {"tid", 0}, {"ts", ts}, {"dur", dur}, {"args", {{"bytes", 4096}}}});
+      };
+      const auto instant = [&](const char* name, double ts) { events.push_back({{"name", name}, {"ph", "i"}, {"pid", pid}, {"tid", 0}, {"ts", ts}}); };
+      span("forward", start, 10000);
+      span("backward", start + 10000, 70000);
+      instant("bucket0 ready", start + 20000 + (pid == 1 ? 30000 : 0));
+      instant("bucket1 ready", start + 60000 + d);
+      span("all-reduce bucket0", start + 61000 + d, 1000);
+      span("optimizer", start + 85000, 1000);
+    }
+    events.push_back({{"name", "bucket0 ready"}, {"ph", "i"}, {"pid", pid}, {"tid", 0}, {"ts", 5e6 + pid * 9e5}});  // outside any backward
+  }
+  std::ofstream(dir + "/trace.json") << nlohmann::json{{"traceEvents", events}}.dump();
+  const ProcResult r = run_one({{"cost_model", "--csv", dir + "/exact.csv", "--trace", dir + "/trace.json"}}, 30);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("ranks apart where backward ends (the last bucket ready), |rank a - rank b| over 4 step(s), 1 pair(s) of "
+                          "ranks each: mean 3.250 ms, median 4.000 ms"),
+            std::string::npos)
+      << r.output;
+  std::system(("rm -rf " + dir).c_str());
+}
+
 // bench/one_vs_two_ranks.sh in its quick form (Note [Two ranks on two cores]): every figure it
 // prints about a model is worked out from the others as it says (steps from rates, the ratio, the
 // simulator's error against the measured step), the interference the simulator takes is the one
@@ -459,6 +497,25 @@ TEST(CostModel, OneAgainstTwoRanksMeasuredAndPredicted) {
     std::snprintf(beside, sizeof(beside), "beside an all-reduce, backward takes %g times as long and an all-reduce beside backward %g times",
                   1 + std::max(0.0, d(8)), 1 + std::max(0.0, d(9)));
     if (d(8) > 0 || d(9) > 0) EXPECT_NE(sim.find(beside), std::string::npos) << beside << "\n" << sim;
+    // The ranks apart: cost_model's mean off the traced two-rank run, given to ddp_sim, which
+    // makes the later of two ranks half of it later (Note [The slowest rank]); without it the
+    // predicted step is no longer.
+    const std::string apart_txt = read_text(dir + "/two/" + model + "-apart.txt");
+    std::smatch ap, printed, slower, without;
+    ASSERT_TRUE(std::regex_search(apart_txt, ap, std::regex(R"(\nranks apart where backward ends [^\n]*: mean ([0-9.]+) ms, median)"))) << apart_txt;
+    const std::string lines = m->str();
+    ASSERT_TRUE(std::regex_search(lines, printed, std::regex(R"(ranks apart ([0-9.]+) ms, interference)"))) << lines;
+    EXPECT_EQ(printed[1], ap[1]) << m->str() << apart_txt;
+    std::smatch given;
+    ASSERT_TRUE(std::regex_search(sim, given, std::regex(R"(ranks apart by ([0-9.]+) ms \(--ranks-apart-ms\))"))) << sim;
+    EXPECT_EQ(std::stod(given[1]), std::stod(ap[1])) << sim;
+    ASSERT_TRUE(std::regex_search(sim, slower, std::regex(R"(the slowest of 2 ranks \(a spread of [0-9.e-]+\): the compute ([0-9.]+) ms longer)")))
+        << sim;
+    EXPECT_NEAR(std::stod(slower[1]), std::stod(ap[1]) / 2, 0.0011) << sim;
+    const std::string after = r.output.substr(m->position() + m->length());
+    ASSERT_TRUE(std::regex_search(after, without, std::regex(R"(^  the same without the ranks apart: ([0-9.]+) ms \(error ([-+0-9.]+)%\))")))
+        << after.substr(0, 300);
+    EXPECT_LE(std::stod(without[1]), d(10)) << m->str() << without.str();
   }
   EXPECT_EQ(models, 2) << tail(r.output);
   for (const char* model : {"mlp", "cnn"}) {  // 05 votes on stopping after every step: so does the prediction

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <fstream>
+#include <sstream>
 
 #include "common/basics/cli.h"
 #include "common/basics/errors.h"
@@ -48,6 +50,8 @@ Plan read_plan(int argc, char** argv) {
   app.add_flag("--submit", p.submit, "Submit the script with sbatch and print the job id");
   app.add_flag("--follow", p.follow, "After --submit: print rank 0's log and the job's state until it ends");
   app.add_flag("--local", p.local, "Run the job on this machine with a simulated Slurm (no cluster needed)");
+  app.add_option("--batch", j.batch, "With --local: run this batch script as sbatch would (its #SBATCH lines, its srun steps; "
+                                     "the flags after -- are its arguments), not 05's trainer");
   app.add_option("--max-requeue", j.max_requeue, "With --local: requeues before the job is held (5 is Slurm's MaxBatchRequeue)")
       ->check(CLI::Range(0, 1000));
   app.add_option("--link", p.link, "With --local: each node a host with its own address, on a link of this bandwidth (e.g. 100mbit); needs root");
@@ -61,6 +65,32 @@ Plan read_plan(int argc, char** argv) {
   }
   parse_flags(app, argc, argv);
   set_log_identity("06_slurm");
+  if (!j.batch.empty()) {  // Note [The simulated cluster]: a batch script's own #SBATCH lines, where no flag overrides them
+    if (!p.local) throw UsageError("--batch runs a batch script in the simulated cluster: add --local (on a cluster: sbatch it)");
+    if (p.link) throw UsageError("--batch with --link is not simulated: its steps would have to enter their nodes; drop --link");
+    if (::access(j.batch.c_str(), R_OK) != 0) throw UsageError("--batch " + j.batch + ": no such script to read");
+    j.batch = absolute(j.batch);
+    if (app.count("--signal") == 0) p.signal_spec = "none";  // sbatch warns only when asked (#SBATCH --signal)
+    for (const auto& [name, value] : sbatch_options(j.batch)) {
+      const std::string flag = name == "--ntasks-per-node" ? "--tasks-per-node" : name;
+      if (app.get_option_no_throw(flag) == nullptr || app.count(flag) > 0) continue;  // not ours, or given
+      if (flag == "--nodes" || flag == "--tasks-per-node" || flag == "--cpus-per-task") {
+        try {
+          const int n = std::stoi(value);
+          if (n < 1) throw std::invalid_argument(value);
+          (flag == "--nodes" ? j.nodes : flag == "--cpus-per-task" ? j.cpus_per_task : p.tasks.emplace()) = n;
+        } catch (const std::exception&) {
+          throw UsageError(j.batch + ": #SBATCH " + name + "=" + value + ": not a count of 1 or more");
+        }
+      } else if (flag == "--time") {
+        j.time = value;
+      } else if (flag == "--job-name") {
+        j.name = value;
+      } else if (flag == "--signal") {
+        p.signal_spec = value;
+      }
+    }
+  }
 
   j.time_s = parse_slurm_time(j.time);
   parse_signal_spec(p.signal_spec, j);
@@ -78,7 +108,7 @@ Plan read_plan(int argc, char** argv) {
   if (p.link) j.link_bits_per_s = parse_link_rate(*p.link);
   if (!j.nodelist.empty()) expand_hostlist(j.nodelist);  // refuses a malformed list now, not in the queue
   j.trainer = absolute(j.trainer.empty() ? program_beside("05_ddp") : j.trainer);
-  if (::access(j.trainer.c_str(), X_OK) != 0) throw UsageError("the trainer " + j.trainer + " is not there: build 05_ddp");
+  if (j.batch.empty() && ::access(j.trainer.c_str(), X_OK) != 0) throw UsageError("the trainer " + j.trainer + " is not there: build 05_ddp");
   j.out_dir = absolute(j.out_dir.empty() ? "runs/06_slurm" : j.out_dir);
   j.submit_dir = absolute("");
   // Slurm does not create the folder of --output: without it the job's log would be lost.
@@ -86,6 +116,28 @@ Plan read_plan(int argc, char** argv) {
   if (!p.script_out.empty()) p.script_out = absolute(p.script_out);
   else if (p.submit) p.script_out = j.out_dir + "/" + j.name + ".sbatch";
   return p;
+}
+
+std::vector<std::pair<std::string, std::string>> sbatch_options(const std::string& script) {
+  std::ifstream in(script);
+  if (!in) throw UsageError("--batch " + script + ": cannot read it");
+  std::vector<std::pair<std::string, std::string>> options;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] != '#') {
+      if (line.find_first_not_of(" \t") == std::string::npos) continue;
+      break;  // sbatch reads no #SBATCH line after the first command
+    }
+    if (line.rfind("#SBATCH ", 0) != 0) continue;
+    std::istringstream words(line.substr(8));
+    std::string option, value;
+    words >> option;
+    if (option.rfind("--", 0) != 0) continue;  // short forms (-N 2) are left to real sbatch
+    const size_t eq = option.find('=');
+    if (eq != std::string::npos) value = option.substr(eq + 1), option = option.substr(0, eq);
+    else if (!(words >> value) || value[0] == '#') value.clear();
+    options.emplace_back(option, value);
+  }
+  return options;
 }
 
 std::vector<std::string> JobSpec::task_command(const std::string& job_id) const {

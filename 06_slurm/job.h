@@ -22,10 +22,11 @@ struct JobSpec {
   std::vector<std::string> extra_lines;  // more #SBATCH options, verbatim
   int max_requeue = 5;                   // --local: requeues before the job is held (MaxBatchRequeue)
   double link_bits_per_s = 0;            // --local --link: nodes as hosts on links of this rate (0: loopback)
+  std::string batch;                     // --local --batch: a batch script, run as sbatch would (absolute)
   std::string trainer;                   // absolute path of 05_ddp
   std::string out_dir;                   // absolute: job logs and <job id>/ of the trainer
   std::string submit_dir;                // absolute: where the job starts (--chdir)
-  std::vector<std::string> trainer_args;
+  std::vector<std::string> trainer_args;  // or, with --batch, the script's arguments
   int world() const { return nodes * tasks_per_node; }
   std::string backend() const { return gpus_per_node > 0 ? "nccl" : "gloo"; }
   // The trainer's command line for one task; the job id decides the run folder.
@@ -46,6 +47,10 @@ struct Plan {
 // 06_slurm's flags, and after "--" the trainer's, read and checked before anything is written or
 // submitted: UsageError for a plan that cannot work. Creates the job's --out-dir.
 Plan read_plan(int argc, char** argv);
+
+// A batch script's #SBATCH options, "--name=value" or "--name value", read as sbatch reads them:
+// from the lines before its first command. UsageError if it cannot be read.
+std::vector<std::pair<std::string, std::string>> sbatch_options(const std::string& script);
 
 // Slurm's time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S -> seconds. UsageError otherwise.
 int parse_slurm_time(const std::string& text);

@@ -1,5 +1,5 @@
 // defines: run_local(): a Slurm job run on this machine, with the environment Slurm would give
-// its tasks, its time limit, warning signal and requeue; and the stand-in for `scontrol requeue`.
+// its tasks, its time limit, warning signal and requeue; and the stand-ins for scontrol and srun.
 #pragma once
 #include "06_slurm/job.h"
 
@@ -14,5 +14,9 @@ int run_local(const JobSpec& spec);
 // 06_slurm started under the name `scontrol` (run_local puts such a link first on the tasks'
 // PATH): `scontrol requeue <job id>` asks run_local to requeue; anything else is refused.
 int local_scontrol(int argc, char** argv);
+
+// 06_slurm started under the name `srun` (the same folder): a job step of --local --batch's job, its
+// tasks with the step's variables (Note [The simulated cluster]).
+int local_srun(int argc, char** argv);
 
 }  // namespace ddp

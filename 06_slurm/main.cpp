@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   // Under the name `scontrol`, this program is the stand-in that --local puts on the tasks' PATH.
   const char* base = std::strrchr(argv[0], '/');
   if (std::strcmp(base ? base + 1 : argv[0], "scontrol") == 0) return ddp::local_scontrol(argc, argv);
+  if (std::strcmp(base ? base + 1 : argv[0], "srun") == 0) return ddp::local_srun(argc, argv);  // and under `srun`, with --batch
 
   return ddp::guarded_main([&] {
     // 1. The plan: the flags, read and checked before anything is written or submitted (job.cpp).

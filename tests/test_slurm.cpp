@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <regex>
 #include <thread>
 
@@ -111,12 +113,26 @@ TEST(SlurmSubmitter, BadFlagsAreRefusedWithExit2AndTheReason) {
       {{"--local", "--gpus-per-node", "1"}, "--local runs the ranks on this machine's CPU"},
       {{"--trainer", "/nonexistent/05_ddp"}, "the trainer /nonexistent/05_ddp is not there"},
       {{"--no-such-flag"}, "no-such-flag"},
+      {{"--batch", "08_fault_tolerance/replicas.sbatch"}, "--batch runs a batch script in the simulated cluster: add --local"},
+      {{"--local", "--batch", "/nonexistent/job.sbatch"}, "--batch /nonexistent/job.sbatch: no such script to read"},
+      {{"--local", "--link", "100mbit", "--batch", "08_fault_tolerance/replicas.sbatch"}, "--batch with --link is not simulated"},
   };
   for (const auto& [args, why] : cases) {
     auto r = submitter(plus(args, {"--out-dir", "/tmp"}));
     EXPECT_EQ(r.exit_code, 2) << testing::PrintToString(args) << ": " << r.output;
     EXPECT_NE(r.output.find(why), std::string::npos) << testing::PrintToString(args) << ": " << r.output;
   }
+  // A batch script's #SBATCH line that sbatch would refuse; the stand-in srun outside a simulated job.
+  const std::string dir = temp_dir();
+  std::ofstream(dir + "/bad.sbatch") << "#!/bin/bash\n#SBATCH --nodes=two\necho never\n";
+  auto bad = submitter({"--local", "--batch", dir + "/bad.sbatch", "--out-dir", dir});
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("#SBATCH --nodes=two: not a count of 1 or more"), std::string::npos) << bad.output;
+  ASSERT_EQ(::symlink(bin("06_slurm").c_str(), (dir + "/srun").c_str()), 0);
+  auto srun = run_one({{dir + "/srun", "--nodes=1", "true"}}, 30);
+  EXPECT_EQ(srun.exit_code, 2) << srun.output;
+  EXPECT_NE(srun.output.find("srun: no simulated job here"), std::string::npos) << srun.output;
+  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST(SlurmBatchScripts, EachLineIsCommentedAndOutsideAJobTheyStopWithAMessage) {
@@ -200,6 +216,59 @@ TEST(SlurmLocal, SigtermToTheSimulatorCancelsTheJobAndLeavesNoTaskBehind) {
   // No trainer of this job is left: their command lines name its folder.
   auto left = ddp::run_command({"pgrep", "-f", "--", "--out " + out}, 10);
   EXPECT_EQ(left.exit_code, 1) << "still running: " << left.output;
+  std::system(("rm -rf " + out).c_str());
+}
+
+// Chapter 08's batch script in the simulated cluster (Note [The simulated cluster], --batch): the
+// lighthouse and a step per replica, each step's task with the step's variables; r1's task
+// SIGKILLed mid-job ends its step only ("srun: error: ... Killed", as srun says it), the job
+// goes on, and a replacement started from another shell through the printed stand-ins (`srun
+// --jobid=...`, the line the script prints) joins the same job and heals from r0. The job ends
+// COMPLETED with the script's own checks, and leaves nothing running and no stand-in behind.
+TEST(SlurmLocal, ChapterEightsBatchScriptTrainsThroughALostReplicaAndASrunReplacement) {
+  if (std::string(DDP_BIN_DIR) != std::string(DDP_SOURCE_DIR) + "/build-cpu") {
+    GTEST_SKIP() << "replicas.sbatch runs the cpu build's 08_fault_tolerance: this runs in the cpu build's tests";
+  }
+  const std::string out = temp_dir(), bin_dir = DDP_BIN_DIR;
+  const std::string driver = R"sh(set -u
+cd ")sh" + std::string(DDP_SOURCE_DIR) + R"sh("
+"$BIN/06_slurm" --local --batch 08_fault_tolerance/replicas.sbatch -- --steps 300 --step-ms 40 --out "$OUT/run" > "$OUT/job.log" 2>&1 &
+job=$!
+for _ in $(seq 1 900); do grep -q "committed 10 " "$OUT/run/steps.r0.txt" 2>/dev/null && break; sleep 0.1; done
+r1=$(pgrep -f -- "^$BIN/08_fault_tolerance --lighthouse .* --replica-id r1 " | head -n 1)
+echo "r1's task: $(tr '\0' '\n' < /proc/$r1/environ | grep -E '^SLURM_(NODEID|PROCID|STEP_NODELIST|STEP_NUM_TASKS)=' | sort | tr '
+' ' ')"
+kill -KILL "$r1"
+stand_ins=$(sed -n 's/.*its srun and scontrol: \([^ ]*\) (first.*/\1/p' "$OUT/job.log")
+line=$(sed -n 's/^  \(srun --jobid=.*\)$/\1/p' "$OUT/job.log")
+PATH="$stand_ins:$PATH" bash -c "$line" > "$OUT/r2.log" 2>&1
+echo "r2 exited $?"
+wait $job
+echo "the job's simulator exited $?"
+[ -e "$stand_ins" ] && echo "left behind: $stand_ins"
+pgrep -f -- "--out $OUT/run" > /dev/null && echo "left running: $(pgrep -af -- "--out $OUT/run")"
+true)sh";
+  ProcSpec s{{"/bin/bash", "-c", driver}, {{"BIN", bin_dir}, {"OUT", out}}};
+  const ProcResult r = run_one(s, 240);
+  const std::string job = read_text(out + "/job.log"), r2 = read_text(out + "/r2.log");
+  ASSERT_EQ(r.exit_code, 0) << r.output << job;
+  EXPECT_NE(r.output.find("r1's task: SLURM_NODEID=1 SLURM_PROCID=0 SLURM_STEP_NODELIST=127.0.0.2 SLURM_STEP_NUM_TASKS=1 "),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("r2 exited 0\n"), std::string::npos) << r.output << r2;
+  EXPECT_NE(r.output.find("the job's simulator exited 0\n"), std::string::npos) << r.output << job;
+  EXPECT_EQ(r.output.find("left "), std::string::npos) << r.output;
+  EXPECT_TRUE(std::regex_search(job, std::regex(R"(running: batch script [^\n]*/08_fault_tolerance/replicas.sbatch on 127.0.0.1, 2 node\(s\) 127.0.0.\[1-2\], time limit 00:30:00, no warning signal)")))
+      << job;
+  EXPECT_NE(job.find("srun: error: 127.0.0.2: task 0: Killed\n"), std::string::npos) << job;  // r1's step, and only it
+  EXPECT_EQ(count(job, "[replica r0] done: 300 steps"), 1) << job;  // r0 never restarted
+  EXPECT_EQ(job.find("[replica r1] done"), std::string::npos) << job;
+  EXPECT_NE(r2.find("[replica r2] quorum"), std::string::npos) << r2;
+  EXPECT_NE(r2.find("healing from r0"), std::string::npos) << r2;
+  EXPECT_NE(r2.find("[replica r2] done: 300 steps"), std::string::npos) << r2;
+  EXPECT_EQ(count(job, "[check] check: "), 3) << job;
+  EXPECT_EQ(count(job, ": OK\n"), 3) << job;
+  EXPECT_NE(job.find("2 replica(s) finished, all with params fingerprint"), std::string::npos) << job;  // r0 and r2
+  EXPECT_NE(job.find("ended: COMPLETED after 0 requeue(s)"), std::string::npos) << job;
   std::system(("rm -rf " + out).c_str());
 }
 

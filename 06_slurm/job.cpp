@@ -65,7 +65,8 @@ Plan read_plan(int argc, char** argv) {
   }
   parse_flags(app, argc, argv);
   set_log_identity("06_slurm");
-  if (!j.batch.empty()) {  // Note [The simulated cluster]: a batch script's own #SBATCH lines, where no flag overrides them
+  // Note [A batch script in the simulated cluster]: the script's own #SBATCH lines, where no flag overrides them.
+  if (!j.batch.empty()) {
     if (!p.local) throw UsageError("--batch runs a batch script in the simulated cluster: add --local (on a cluster: sbatch it)");
     if (p.link) throw UsageError("--batch with --link is not simulated: its steps would have to enter their nodes; drop --link");
     if (::access(j.batch.c_str(), R_OK) != 0) throw UsageError("--batch " + j.batch + ": no such script to read");

@@ -57,16 +57,6 @@ namespace ddp {
 //     about 10 s to 2 min), at most --max-requeue times (default 5, as Slurm's MaxBatchRequeue).
 //   * Ctrl-C or SIGTERM to the simulator cancels the job as scancel would: SIGTERM to every task,
 //     SIGKILL KillWait later; no task outlives it.
-//   * --batch SCRIPT: the job is a batch script, as sbatch runs it: its #SBATCH lines give what
-//     no flag gives (job.cpp), the script runs once on the first node with the job's variables,
-//     and its `srun` is this program under that name (local_srun()): a step's tasks get the step's
-//     variables (SLURM_PROCID, SLURM_NODEID, SLURM_STEP_ID, ...), a task killed by a signal ends
-//     its step only ("srun: error: NODE: task R: Killed", exit 128 + the signal), as srun does,
-//     and the job goes on. The stand-ins' folder is printed: first on PATH in another shell,
-//     `srun --jobid=ID ...` starts a step in the running job (Slurm's --overlap), which the job's
-//     end takes with it. The job's state is its script's: COMPLETED when it exits 0. `scontrol
-//     show hostnames` writes the host list out. Not with --link (a step would have to enter its
-//     node's namespaces).
 //   * The state the job ends in, as Slurm's accounting (sacct) names it: COMPLETED when every
 //     task exited 0; FAILED when a task ended otherwise (an exit code other than 0, or killed by a
 //     signal) before the limit; TIMEOUT when the limit came first (Slurm's log says "CANCELLED DUE
@@ -331,6 +321,17 @@ int run_local(const JobSpec& spec) {
   return kExitFailure;
 }
 
+// Note [A batch script in the simulated cluster]
+// With --batch SCRIPT the job is a batch script, as sbatch runs it: its #SBATCH lines give what no
+// flag gives (job.cpp), and the script runs once, on the first node, with the job's variables, in
+// a process group of its own, so that the job's signals reach every step it started. Its `srun`
+// is this program under that name (local_srun()): a step's tasks get the step's variables
+// (SLURM_PROCID, SLURM_NODEID, SLURM_STEP_ID, ...); a task killed by a signal ends its step only
+// ("srun: error: NODE: task R: Killed", exit 128 + the signal), as srun does, and the job goes on.
+// The stand-ins' folder is printed: first on PATH in another shell, `srun --jobid=ID ...` starts a
+// step in the running job (Slurm's --overlap), which the job's end takes with it. The job's state
+// is its script's: COMPLETED when it exits 0. `scontrol show hostnames` writes the host list out.
+// Not with --link: a step would have to enter its node's namespaces.
 int local_scontrol(int argc, char** argv) {
   const char* dir = std::getenv(kSimDirVar);
   if (argc == 3 && std::string(argv[1]) == "requeue" && dir) {

@@ -16,7 +16,7 @@ int run_local(const JobSpec& spec);
 int local_scontrol(int argc, char** argv);
 
 // 06_slurm started under the name `srun` (the same folder): a job step of --local --batch's job, its
-// tasks with the step's variables (Note [The simulated cluster]).
+// tasks with the step's variables (Note [A batch script in the simulated cluster]).
 int local_srun(int argc, char** argv);
 
 }  // namespace ddp

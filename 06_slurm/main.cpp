@@ -10,6 +10,7 @@
 //   ./build-cpu/06_slurm --nodes 2 --tasks-per-node 2 --submit --follow -- --max-steps 300
 //   ./build-cpu/06_slurm --local --nodes 2 --tasks-per-node 2 -- --max-steps 300   # no Slurm needed
 //   ./build-cpu/06_slurm --local --nodes 2 --tasks-per-node 2 --time 0:40 --signal USR2@30 -- --epochs 1
+//   ./build-cpu/06_slurm --local --batch 08_fault_tolerance/replicas.sbatch -- --steps 400   # a batch script of its own
 //   ./build-cuda/06_slurm --nodes 2 --gpus-per-node 4 --partition gpu --time 4:00:00 --submit
 //
 // Expected output (--local --nodes 2 --tasks-per-node 2 -- --max-steps 300 --log-every 100 --drill-at-step 120;

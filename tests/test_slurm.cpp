@@ -219,7 +219,7 @@ TEST(SlurmLocal, SigtermToTheSimulatorCancelsTheJobAndLeavesNoTaskBehind) {
   std::system(("rm -rf " + out).c_str());
 }
 
-// Chapter 08's batch script in the simulated cluster (Note [The simulated cluster], --batch): the
+// Chapter 08's batch script in the simulated cluster (Note [A batch script in the simulated cluster]): the
 // lighthouse and a step per replica, each step's task with the step's variables; r1's task
 // SIGKILLed mid-job ends its step only ("srun: error: ... Killed", as srun says it), the job
 // goes on, and a replacement started from another shell through the printed stand-ins (`srun

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -138,6 +139,11 @@ std::string run_once(const JobSpec& spec, int job_id, int restart, const std::st
     for (const auto& kv : base) if (kv.rfind("SLURM_", 0) == 0) env_file << kv << "\n";
   }
   const bool batch = !spec.batch.empty();
+  if (batch) {  // the batch script is no step: sbatch sets no SLURM_STEP_ID there (a trainer started in it is refused)
+    base.erase(std::remove_if(base.begin(), base.end(), [](const std::string& kv) {
+                 return kv.rfind("SLURM_STEP_ID=", 0) == 0 || kv.rfind("SLURM_STEPID=", 0) == 0;
+               }), base.end());
+  }
   std::vector<std::string> cmd = spec.task_command(job);
   if (batch) cmd = {"/bin/bash", spec.batch}, cmd.insert(cmd.end(), spec.trainer_args.begin(), spec.trainer_args.end());
   // SIGINT/SIGTERM to the simulator cancel the job, as scancel would: they are blocked here and
@@ -271,6 +277,7 @@ int run_local(const JobSpec& spec) {
     ~Removed() {
       ::unlink((dir + kRequeueNote).c_str());  // run_once()'s note, when it was cut short
       ::unlink((dir + kJobEnv).c_str());
+      ::unlink((dir + "/step_ids").c_str());  // local_srun()'s counter
       for (const char* name : {"/bin/scontrol", "/bin/srun"}) ::unlink((dir + name).c_str());
       std::error_code ec;
       std::filesystem::remove_all(dir + kSteps, ec);
@@ -331,7 +338,8 @@ int run_local(const JobSpec& spec) {
 // The stand-ins' folder is printed: first on PATH in another shell, `srun --jobid=ID ...` starts a
 // step in the running job (Slurm's --overlap), which the job's end takes with it. The job's state
 // is its script's: COMPLETED when it exits 0. `scontrol show hostnames` writes the host list out.
-// Not with --link: a step would have to enter its node's namespaces.
+// Its #SBATCH --output is not read: the job's lines go to the simulator's output. Not with --link:
+// a step would have to enter its node's namespaces.
 int local_scontrol(int argc, char** argv) {
   const char* dir = std::getenv(kSimDirVar);
   if (argc == 3 && std::string(argv[1]) == "requeue" && dir) {
@@ -362,7 +370,7 @@ int next_step_id(const std::string& dir) {
   ::flock(fd, LOCK_EX);
   char text[32] = {0};
   const ssize_t n = ::pread(fd, text, sizeof(text) - 1, 0);
-  const int id = n > 0 ? std::atoi(text) + 1 : 1;  // step 0 is the batch script
+  const int id = n > 0 ? std::atoi(text) + 1 : 0;  // the first srun step is step 0, as in Slurm
   const std::string next = std::to_string(id);
   if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, next.c_str(), next.size(), 0) < 0) { /* ids then repeat: harmless */ }
   ::close(fd);

@@ -4,8 +4,9 @@
 # and what a rank does without DDP, measured in the same run (Note [Two ranks on two cores]).
 # Usage: bench/one_vs_two_ranks.sh [--quick] [--runs N] [output folder, default runs/one_vs_two]
 # --quick (the tests): fewer steps and a shorter all-reduce sweep, one run. --runs N (default 5):
-# the models measured and predicted N times, interleaved (mlp, cnn, mlp, ...), each run with
-# inputs of its own; the file keeps the last run's figures and every run's error.
+# the all-reduce fitted once, then the models measured and predicted N times, interleaved (mlp,
+# cnn, mlp, ...), each run with its own compute, shares, ranks apart and steps; the file keeps the
+# last run's figures and every run's error.
 # Writes its figures to results/one_vs_two_ranks.json (scripts/results.sh), which the pages cite;
 # --quick writes it into the output folder instead (DDP_RESULTS_DIR overrides either).
 # DDP_BUILD_DIR=<folder>: use those binaries as they are (no build).
@@ -192,7 +193,7 @@ for model in mlp cnn; do
   per_run+="\"without_apart_error_pct\": $(error "$out/$model-sim-cpu-alike.txt" | tr -d '%+')}, "
 done
 done
-# Within 10 %: the issue's bar for this machine, counted over the runs.
+# Within 10 % of the measured step, counted over the runs: the bar the prediction is held to here.
 within() {  # within <model> <key>: in how many runs |that error| <= 10 %
   grep -o "\"model\": \"$1\", [^}]*" <<< "$per_run" | sed "s/.*\"$2\": \([-0-9.]*\).*/\1/" | awk '$1 <= 10 && $1 >= -10' | wc -l
 }

@@ -441,7 +441,16 @@ TEST(Slurm, AReplicaLostMidJobIsReplacedBySrunIntoTheSameJob) {
                           180);
   EXPECT_EQ(r2.exit_code, 0) << r2.output;
   EXPECT_NE(r2.output.find("[replica r2.0] quorum"), std::string::npos) << r2.output;
-  EXPECT_EQ(count(r2.output, "healing from r0"), 2) << r2.output;  // each rank from r0's of its number
+  // Each rank heals from r0's of its number, as often as the other: once, or again where the
+  // job's load made a replica miss a quorum (a heartbeat or an ask past its timeout), which the
+  // run survives as any membership change; the run's own checks below hold the arithmetic.
+  const std::regex heal0(R"(\[replica r2\.0\] quorum [0-9]+: [^\n]*healing from r0)"), heal1(R"(\[replica r2\.1\] quorum [0-9]+: [^\n]*healing from r0)");
+  const auto heals = [&](const std::regex& re) {
+    return std::distance(std::sregex_iterator(r2.output.begin(), r2.output.end(), re), std::sregex_iterator());
+  };
+  EXPECT_GE(heals(heal0), 1) << r2.output;
+  EXPECT_EQ(heals(heal0), heals(heal1)) << r2.output;
+  EXPECT_EQ(count(r2.output, "healing from r"), count(r2.output, "healing from r0")) << r2.output;  // only r0 is there to heal from
   EXPECT_NE(r2.output.find("[replica r2.0] done: 300 steps"), std::string::npos) << r2.output;
   EXPECT_NE(r2.output.find("[replica r2.1] done: 300 steps"), std::string::npos) << r2.output;
   EXPECT_EQ(wait_for_end(id, 180), "COMPLETED");

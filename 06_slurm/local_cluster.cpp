@@ -128,21 +128,18 @@ std::string run_once(const JobSpec& spec, int job_id, int restart, const std::st
            {"SLURM_JOB_NODELIST", nodelist}, {"SLURM_STEP_NODELIST", nodelist}, {"SLURM_NNODES", std::to_string(spec.nodes)},
            {"SLURM_JOB_NUM_NODES", std::to_string(spec.nodes)}, {"SLURM_NTASKS", std::to_string(spec.world())},
            {"SLURM_NPROCS", std::to_string(spec.world())}, {"SLURM_TASKS_PER_NODE", tpn},
-           {"SLURM_CPUS_PER_TASK", std::to_string(spec.cpus_per_task)}, {"SLURM_STEP_ID", "0"}, {"SLURM_STEPID", "0"},
+           {"SLURM_CPUS_PER_TASK", std::to_string(spec.cpus_per_task)},
            {"SLURM_SUBMIT_DIR", spec.submit_dir}, {"SLURM_CLUSTER_NAME", "local"}}) {
     base.push_back(k + "=" + v);
   }
   if (restart > 0) base.push_back("SLURM_RESTART_COUNT=" + std::to_string(restart));  // as Slurm: unset at first
 
-  {  // for `srun --jobid` from another shell: the job's own variables
+  const bool batch = !spec.batch.empty();
+  if (batch) {  // for `srun --jobid` from another shell: the job's own variables
     std::ofstream env_file(sim_dir + kJobEnv);
     for (const auto& kv : base) if (kv.rfind("SLURM_", 0) == 0) env_file << kv << "\n";
-  }
-  const bool batch = !spec.batch.empty();
-  if (batch) {  // the batch script is no step: sbatch sets no SLURM_STEP_ID there (a trainer started in it is refused)
-    base.erase(std::remove_if(base.begin(), base.end(), [](const std::string& kv) {
-                 return kv.rfind("SLURM_STEP_ID=", 0) == 0 || kv.rfind("SLURM_STEPID=", 0) == 0;
-               }), base.end());
+  } else {  // the tasks are step 0; a batch script is no step (sbatch sets no SLURM_STEP_ID: a trainer started in it is refused)
+    base.insert(base.end(), {"SLURM_STEP_ID=0", "SLURM_STEPID=0"});
   }
   std::vector<std::string> cmd = spec.task_command(job);
   if (batch) cmd = {"/bin/bash", spec.batch}, cmd.insert(cmd.end(), spec.trainer_args.begin(), spec.trainer_args.end());
@@ -286,10 +283,11 @@ int run_local(const JobSpec& spec) {
     }
   } removed{sim_dir};
   ::mkdir((sim_dir + "/bin").c_str(), 0755);
-  ::mkdir((sim_dir + kSteps).c_str(), 0755);
   // The stand-ins: this program under Slurm's names, told where the simulator keeps its notes
-  // (a shell of the learner's has no DDP_SLURM_LOCAL_DIR).
-  for (const char* name : {"scontrol", "srun"}) {
+  // (a shell of the learner's has no DDP_SLURM_LOCAL_DIR); srun for a batch script only.
+  std::vector<const char*> stand_ins{"scontrol"};
+  if (!spec.batch.empty()) stand_ins.push_back("srun"), ::mkdir((sim_dir + kSteps).c_str(), 0755);
+  for (const char* name : stand_ins) {
     const std::string path = sim_dir + "/bin/" + name;
     std::ofstream(path) << "#!/bin/bash\nexport " << kSimDirVar << "='" << sim_dir << "'\nexec -a " << name << " '"
                         << this_program() << "' \"$@\"\n";

@@ -96,11 +96,10 @@ std::vector<double> ranks_apart(const std::map<int, std::vector<std::pair<double
 
 TracedStep read_trace(const std::string& path) {
   std::map<std::string, std::vector<double>> dur;  // rank 0's spans by name
-  std::vector<std::pair<double, double>> backwards;  // rank 0's: start, end (us)
   std::vector<std::tuple<double, int, double>> ready;  // rank 0's "gradient ready": time, param, bytes
   double bucket_bytes = 0;
   std::set<int> pids;
-  std::map<int, std::vector<std::pair<double, double>>> every_backward;  // every rank's
+  std::map<int, std::vector<std::pair<double, double>>> backwards;  // every rank's: start, end (us)
   std::map<int, std::vector<double>> bucket_ready;                          // every rank's "bucketK ready"
   const std::regex bucket_ready_name("bucket[0-9]+ ready");
   for (const nlohmann::json& e : ddp::read_trace_events(path)) {
@@ -114,11 +113,10 @@ TracedStep read_trace(const std::string& path) {
     if (ph == "i" && std::regex_match(name, bucket_ready_name)) bucket_ready[pid].push_back(ddp::event_number(e, "ts"));
     if (ph != "X") continue;
     pids.insert(pid);
-    if (name == "backward") every_backward[pid].emplace_back(ddp::event_number(e, "ts"), ddp::event_number(e, "ts") + ddp::event_number(e, "dur"));
-    if (pid != 0) continue;
     const double ts = ddp::event_number(e, "ts"), duration = ddp::event_number(e, "dur");
+    if (name == "backward") backwards[pid].emplace_back(ts, ts + duration);
+    if (pid != 0) continue;
     dur[name].push_back(duration / 1e6);
-    if (name == "backward") backwards.emplace_back(ts, ts + duration);
     if (name.rfind("all-reduce bucket", 0) == 0) bucket_bytes += ddp::event_number(e, "bytes");
   }
   TracedStep t;
@@ -142,17 +140,18 @@ TracedStep read_trace(const std::string& path) {
   t.grad_bytes = bucket_bytes / t.steps;
   // Each gradient's time into its backward, the median over the steps, in the order of those.
   std::map<int, std::pair<double, std::vector<double>>> by_param;  // bytes, offsets (s)
-  std::sort(backwards.begin(), backwards.end());
+  std::vector<std::pair<double, double>>& rank0 = backwards[0];
+  std::sort(rank0.begin(), rank0.end());
   for (const auto& [ts, param, bytes] : ready) {
-    auto it = std::upper_bound(backwards.begin(), backwards.end(), std::make_pair(ts, 1e300));
-    if (it == backwards.begin() || ts > std::prev(it)->second) continue;
+    auto it = std::upper_bound(rank0.begin(), rank0.end(), std::make_pair(ts, 1e300));
+    if (it == rank0.begin() || ts > std::prev(it)->second) continue;
     auto& p = by_param[param];
     p.first = bytes;
     p.second.push_back((ts - std::prev(it)->first) / 1e6);
   }
   for (auto& [param, p] : by_param) t.gradients.push_back({p.first, median(p.second)});
   std::sort(t.gradients.begin(), t.gradients.end(), [](const auto& a, const auto& b) { return a.ready_s < b.ready_s; });
-  t.apart_s = ranks_apart(every_backward, bucket_ready);
+  t.apart_s = ranks_apart(backwards, bucket_ready);
   return t;
 }
 

@@ -248,9 +248,11 @@ int main(int argc, char** argv) {
     }
     if (optimizer_ms >= *compute_ms) throw ddp::UsageError("--optimizer-ms must be less than --compute-ms");
     if (backward_ms >= *compute_ms - optimizer_ms) throw ddp::UsageError("--backward-ms must be less than --compute-ms minus --optimizer-ms");
-    if (ranks_apart_ms > 0) {  // Note [The slowest rank]: E|a - b| = 2 sigma / sqrt(pi) for two normal draws
+    // Note [The slowest rank]: E|a - b| = 2 sigma / sqrt(pi) for two normal draws.
+    const double apart_sigma_ms = ranks_apart_ms * std::sqrt(M_PI) / 2;
+    if (ranks_apart_ms > 0) {
       if (app.count("--rank-spread") > 0) throw ddp::UsageError("--ranks-apart-ms or --rank-spread: give one of them");
-      rank_spread = ranks_apart_ms * std::sqrt(M_PI) / 2 / *compute_ms;
+      rank_spread = apart_sigma_ms / *compute_ms;
       if (rank_spread >= 0.99) throw ddp::UsageError("--ranks-apart-ms: ranks that far apart are not a spread around --compute-ms");
     }
     const ddp::sim::World world{nodes, gpus_per_node};
@@ -348,7 +350,7 @@ int main(int argc, char** argv) {
     }
     if (ranks_apart_ms > 0) {
       std::printf("ranks apart by %g ms (--ranks-apart-ms): a spread of %.3f ms, %.2f %% of the compute\n", ranks_apart_ms,
-                  ranks_apart_ms * std::sqrt(M_PI) / 2, rank_spread * 100);
+                  apart_sigma_ms, rank_spread * 100);
     }
     if (rank_spread > 0) {
       std::printf("the slowest of %d ranks (a spread of %g): the compute %s longer, %.3f x the spread (Note [The slowest rank])\n",

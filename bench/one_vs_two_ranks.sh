@@ -162,15 +162,12 @@ for model in mlp cnn; do
   read -r backward_ms optimizer_ms < <(awk -v c="$compute_ms" -v f="$fwd" -v b="$bwd" -v o="$opt" \
     'BEGIN { printf "%.3f %.3f\n", c * b / (f + b + o), c * o / (f + b + o) }')
   sim=("$bin/ddp_sim" --profiles-dir "$root/bench/profiles" --model "$model" --nodes 1 --gpus-per-node 2 --measured-ms "$measured_ms" --stop-vote)
-  "${sim[@]}" --compute-ms "$compute_ms" --backward-ms "$backward_ms" --optimizer-ms "$optimizer_ms" \
-    --intra-gbps "$after_gbps" --intra-latency-us "$after_alpha" --ranks-apart-ms "$apart" \
-    --interference "$(awk -v x="$share" 'BEGIN { print (x < 0 ? 0 : x) }')" \
-    --allreduce-slowdown "$(awk -v x="$slowdown" 'BEGIN { print (x < 0 ? 0 : x) }')" > "$out/$model-sim-cpu.txt"
-  # The same without the ranks apart: what the term adds, run by run.
-  "${sim[@]}" --compute-ms "$compute_ms" --backward-ms "$backward_ms" --optimizer-ms "$optimizer_ms" \
-    --intra-gbps "$after_gbps" --intra-latency-us "$after_alpha" \
-    --interference "$(awk -v x="$share" 'BEGIN { print (x < 0 ? 0 : x) }')" \
-    --allreduce-slowdown "$(awk -v x="$slowdown" 'BEGIN { print (x < 0 ? 0 : x) }')" > "$out/$model-sim-cpu-alike.txt"
+  on_cores=(--compute-ms "$compute_ms" --backward-ms "$backward_ms" --optimizer-ms "$optimizer_ms"
+    --intra-gbps "$after_gbps" --intra-latency-us "$after_alpha"
+    --interference "$(awk -v x="$share" 'BEGIN { print (x < 0 ? 0 : x) }')"
+    --allreduce-slowdown "$(awk -v x="$slowdown" 'BEGIN { print (x < 0 ? 0 : x) }')")
+  "${sim[@]}" "${on_cores[@]}" --ranks-apart-ms "$apart" > "$out/$model-sim-cpu.txt"
+  "${sim[@]}" "${on_cores[@]}" > "$out/$model-sim-cpu-alike.txt"  # the same without the ranks apart: what the term adds
   "${sim[@]}" --compute-ms "$alone_ms" --intra-gbps "$alone_gbps" --intra-latency-us "$alone_alpha" > "$out/$model-sim-gpu.txt"
   echo "$model: 1 rank $one samples/s ($alone_ms ms a step; $compute_ms ms beside another rank's); 2 ranks $two samples/s" \
     "($measured_ms ms a step of 2 x 64): $(awk -v a="$two" -v b="$one" 'BEGIN { printf "%.2f", a / b }')x one rank"

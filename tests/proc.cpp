@@ -4,11 +4,13 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -67,6 +69,17 @@ std::set<std::string> fingerprints(const std::string& output) {
 std::string bin(const std::string& name) { return std::string(DDP_BIN_DIR) + "/" + name; }
 
 int free_port() { return ddp::find_free_port("127.0.0.1"); }
+
+int write_to_a_gone_peer() {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) throw std::runtime_error(std::string("socketpair: ") + std::strerror(errno));
+  ::close(fds[1]);  // the peer is gone
+  const char byte = 'x';
+  errno = 0;
+  const int err = ::write(fds[0], &byte, 1) == -1 ? errno : 0;
+  ::close(fds[0]);
+  return err;
+}
 
 // Note [The tests' scratch folders]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~

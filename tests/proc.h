@@ -44,6 +44,9 @@ std::string slurm_skip_reason();
 std::string bin(const std::string& name);
 // A TCP port that is free right now.
 int free_port();
+// One byte written to a socket whose peer has closed: write()'s errno (EPIPE), 0 if it wrote.
+// With SIGPIPE at its default action the process dies in that write (Note [A peer gone mid-write]).
+int write_to_a_gone_peer();
 // A fresh empty folder under /tmp, inside this process's own (Note [The tests' scratch folders]
 // in proc.cpp): removed when its tests end, unless one failed or keep_scratch_folders() was called.
 std::string temp_dir();

@@ -1,9 +1,6 @@
 // Chapter 08's quorum rules (08_fault_tolerance/quorum.h), one case each, in one process.
 #include <gtest/gtest.h>
 
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <csignal>
 
@@ -11,6 +8,7 @@
 
 #include "08_fault_tolerance/quorum.h"
 #include "08_fault_tolerance/replica_group.h"
+#include "proc.h"
 
 using namespace ch08;
 
@@ -104,12 +102,5 @@ TEST(Quorum, HealersTakeTheirSourcesInTurn) {
 TEST(ReplicaGroup, ARankThatMadeAGroupSurvivesAWriteToAPeerThatIsGone) {
   std::signal(SIGPIPE, SIG_DFL);
   auto group = new_group(c10::make_intrusive<c10d::HashStore>(), 0, 1, "127.0.0.1", 1.0);
-  int fds[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
-  ::close(fds[1]);  // the peer is gone
-  const char byte = 'x';
-  errno = 0;
-  EXPECT_EQ(::write(fds[0], &byte, 1), -1);  // without the ignore, SIGPIPE ends this process here
-  EXPECT_EQ(errno, EPIPE);
-  ::close(fds[0]);
+  EXPECT_EQ(ddp_test::write_to_a_gone_peer(), EPIPE);  // without the ignore, SIGPIPE ends this process here
 }

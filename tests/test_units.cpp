@@ -1,7 +1,6 @@
 // Unit tests of chapter 05's parts, in one process: the sampler against Python's, the bucket
 // plan, the DDP class's bookkeeping, checkpoints, the IDX reader and the TensorBoard CRC.
 #include <gtest/gtest.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -213,14 +212,7 @@ TEST(ProcessGroup, ARankThatJoinedSurvivesAWriteToAPeerThatIsGone) {
   std::signal(SIGPIPE, SIG_DFL);
   const std::string dir = temp_dir();
   ddp::Group g = one_rank_group(dir);
-  int fds[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
-  ::close(fds[1]);  // the peer is gone
-  const char byte = 'x';
-  errno = 0;
-  EXPECT_EQ(::write(fds[0], &byte, 1), -1);  // without the Note, SIGPIPE ends this process here
-  EXPECT_EQ(errno, EPIPE);
-  ::close(fds[0]);
+  EXPECT_EQ(write_to_a_gone_peer(), EPIPE);  // without the Note, SIGPIPE ends this process here
   g.destroy();
 }
 

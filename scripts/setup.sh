@@ -71,7 +71,9 @@ apt_install() {  # runs in run_step, its output in the log
 # python3-matplotlib: the pictures of bench/ and 05's README (bench/plot_step.py and its kin).
 # clang: the compiler scripts/build.sh uses, 50 MB to download (Note [Compiled by clang] there).
 # patch: the exercise tests apply solutions with it and hold their line numbers (exercise_verify.sh).
-packages=(g++ clang make cmake binutils libtorch-dev libgloo-dev libopenblas0-pthread libcli11-dev libgtest-dev zlib1g-dev
+# patchelf: the cpu build's copy of Debian's libtorch_cpu without the libraries it never calls
+# (Note [Debian's LibTorch as --as-needed links it] in CMakeLists.txt).
+packages=(g++ clang make cmake binutils patchelf libtorch-dev libgloo-dev libopenblas0-pthread libcli11-dev libgtest-dev zlib1g-dev
           nlohmann-json3-dev python3-venv python3-torch python3-torchvision
           python3-matplotlib dataset-fashion-mnist iproute2 patch)
 missing=()

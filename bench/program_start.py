@@ -6,13 +6,15 @@ Debian's own list of the libraries it needs, the peer, measured in the same run.
 Each chapter program that loads LibTorch is started with --help (it prints its flags and exits:
 little but the start), REPEATS times each way, the two ways interleaved so that a machine that
 drifts drifts for both; the peer is the same file started by the loader with its RPATH ignored
-(`ld.so --inhibit-rpath ""`), so that it finds Debian's library. CPU seconds (user + system) and
+(`ld.so --inhibit-rpath ""`: the loader names the program's own entry ""), so that it finds
+Debian's library. CPU seconds (user + system) and
 wall seconds per start, medians; the ratio is the copy's over Debian's.
 
 Usage: bench/program_start.py [--repeats N] [build folder, default build-cpu]
 Writes results/program_start.json (bench/results.py: DDP_RECORD_RESULTS=1 for the course's own).
 """
 import argparse
+import glob
 import os
 import resource
 import statistics
@@ -32,7 +34,7 @@ def interpreter(program):
 
 
 def loads_libtorch(program):
-    out = subprocess.run(["ldd", program], capture_output=True, text=True).stdout
+    out = subprocess.run(["ldd", program], capture_output=True, text=True, check=True).stdout
     return "libtorch_cpu" in out, len(out.splitlines())
 
 
@@ -74,7 +76,9 @@ def main():
         if not uses:
             continue
         ld = interpreter(path)
-        debians = subprocess.run([ld, "--inhibit-rpath", "", "--list", path], capture_output=True, text=True).stdout
+        # The loader names the program's own entry "": --inhibit-rpath "" ignores the program's
+        # RPATH, so that it finds Debian's library where the system keeps it.
+        debians = subprocess.run([ld, "--inhibit-rpath", "", "--list", path], capture_output=True, text=True, check=True).stdout
         ways = {"copy": [path, "--help"], "debian": [ld, "--inhibit-rpath", "", path, "--help"]}
         runs = {w: [] for w in ways}
         one_start(ways["copy"])  # the files in the page cache for both
@@ -94,10 +98,10 @@ def main():
     if not rows:
         print(f"program_start.py: no program of {build} loads LibTorch", file=sys.stderr)
         return 2
-    # What the copy leaves out of Debian's list of names (NEEDED).
-    copy = next(os.path.join(build, "libtorch-as-needed", f) for f in os.listdir(os.path.join(build, "libtorch-as-needed")))
-    debian = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
-    debian = next(l.split("=>")[1].strip() for l in debian.splitlines() if l.split()[:1] == [os.path.basename(copy)])
+    # What the copy leaves out of Debian's list of names (NEEDED): Debian's library is where the
+    # loader finds it for a program with its RPATH ignored.
+    copy = glob.glob(os.path.join(build, "libtorch-as-needed", "libtorch_cpu.so.*"))[0]
+    debian = next(l.split("=>")[1].split()[0] for l in debians.splitlines() if l.split()[:1] == [os.path.basename(copy)])
     needed = {w: needed_names(f) for w, f in (("copy", copy), ("debian", debian))}
     left_out = [n for n in needed["debian"] if n not in needed["copy"]]
     print(f"{os.path.realpath(debian)} names {len(needed['debian'])} libraries; the copy leaves out {len(left_out)}: {' '.join(left_out)}")

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # Note [Debian's LibTorch as --as-needed links it] (CMakeLists.txt), held:
-#   1. tools/as_needed.sh on a library made here, which names libm and libz and calls cos() only:
-#      the copy names libm alone, and a program linked against it still resolves every symbol;
-#      bad input exits 2;
+#   1. tools/as_needed.sh on a library made here, which names libz, libdep (ours) and libm, and
+#      calls cos() and dep(): the copy names libdep, libm and libc, not libz, and a program on the
+#      copy starts with every symbol resolved (LD_BIND_NOW=1). Left out by hand, libdep is missed
+#      only by LD_BIND_NOW=1's start (the plain start binds lazily and runs, since the program
+#      never calls dep()): why part 2 starts every program that way. Bad input exits 2;
 #   2. in a build on Debian's LibTorch, every program of the build loads libtorch_cpu.so.1.13 from
 #      the build's copy, loads fewer libraries than with Debian's own list, and starts with
-#      LD_BIND_NOW=1 (every symbol resolved before main(): none it calls can come from a name left
-#      out); the copy is Debian's library byte for byte outside its .dynamic section, and is what
-#      the tool makes of it again. A build on the pip wheel's LibTorch has no copy: exit 77, saying so;
-#   3. bench/program_start.py runs once each way, and its file holds what 2 found.
+#      LD_BIND_NOW=1 (every symbol each loaded library or the program names, resolved before
+#      main()); the copy is Debian's library byte for byte outside its .dynamic section, and is
+#      what the tool makes of it again. A build on the pip wheel's LibTorch has no copy: exit 77,
+#      saying so;
+#   3. bench/program_start.py runs (a start each way to warm up, then one each way), and its file
+#      holds what 2 found.
 # Usage: tests/as_needed_test.sh <build folder>
 set -uo pipefail
-build=$(cd "${1:?usage: tests/as_needed_test.sh <build folder>}" && pwd)
+build=$(cd "${1:?usage: tests/as_needed_test.sh <build folder>}" && pwd -P)  # as ldd prints paths
 root=$(cd "$(dirname "$0")/.." && pwd)
 tool=$root/tools/as_needed.sh
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/ddp-as-needed-test.XXXXXX")
@@ -20,26 +24,36 @@ source "$(dirname "$0")/expect.sh"  # fail, expect
 needed() { readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
 
 # 1. The tool, on a library whose answer is known.
+for t in cc patchelf; do command -v $t > /dev/null || { fail "$t not found (scripts/setup.sh installs it)"; exit 1; }; done
+cat > "$scratch/dep.c" <<'EOF'
+double dep(double x) { return x + 1; }
+EOF
 cat > "$scratch/pair.c" <<'EOF'
 #include <math.h>
+double dep(double x);
 double pair(double x) { return cos(x); }
+double unused_here(double x) { return dep(x); }
 EOF
 cat > "$scratch/main.c" <<'EOF'
 #include <stdio.h>
 double pair(double x);
 int main(void) { printf("%.1f\n", pair(0.0)); return 0; }
 EOF
-cc -shared -fPIC -o "$scratch/libpair.so.1" -Wl,-soname,libpair.so.1 "$scratch/pair.c" -Wl,--no-as-needed -lz -lm ||
-  { fail "cc could not build the test's library"; exit 1; }
+cc -shared -fPIC -o "$scratch/libdep.so" -Wl,-soname,libdep.so "$scratch/dep.c" &&
+  cc -shared -fPIC -o "$scratch/libpair.so.1" -Wl,-soname,libpair.so.1 -Wl,-z,lazy "$scratch/pair.c" \
+    -Wl,--no-as-needed -lz -L"$scratch" -ldep -lm ||
+  { fail "cc could not build the test's libraries"; exit 1; }
 needed "$scratch/libpair.so.1" | grep -qx libz.so.1 || fail "the test's library does not name libz.so.1 (--no-as-needed)"
-expect "a library naming libz and libm, calling cos() only" 0 "^libz\.so\.1$" -- "$tool" "$scratch/libpair.so.1" "$scratch/copy"
+expect "a library naming libz, libdep and libm, calling cos() and dep()" 0 "^libz\.so\.1$" -- \
+  env LD_LIBRARY_PATH="$scratch" "$tool" "$scratch/libpair.so.1" "$scratch/copy"
 [ "$(needed "$scratch/copy/libpair.so.1" | sort | tr '\n' ' ')" = "$(needed "$scratch/libpair.so.1" | grep -vx libz.so.1 | sort | tr '\n' ' ')" ] ||
   fail "the copy names $(needed "$scratch/copy/libpair.so.1" | tr '\n' ' '), not the library's names without libz.so.1"
-cc -o "$scratch/main" "$scratch/main.c" -L"$scratch" -l:libpair.so.1 -Wl,-rpath,"$scratch/copy" -Wl,--disable-new-dtags
+cc -o "$scratch/main" "$scratch/main.c" -L"$scratch" -l:libpair.so.1 -Wl,-rpath,"$scratch/copy:$scratch" -Wl,--disable-new-dtags
 expect "a program on the copy, every symbol resolved at its start" 0 "^1\.0$" -- env LD_BIND_NOW=1 "$scratch/main"
-# What part 2's LD_BIND_NOW start would find: a copy without the name its cos() comes from.
-patchelf --remove-needed libm.so.6 "$scratch/copy/libpair.so.1"
-expect "the same program, libm left out by hand (its start fails)" 127 "undefined symbol: cos|Inconsistency detected by ld\\.so" -- env LD_BIND_NOW=1 "$scratch/main"
+# What part 2's LD_BIND_NOW start would find: a copy without a name a symbol comes from.
+patchelf --remove-needed libdep.so "$scratch/copy/libpair.so.1"
+expect "libdep left out by hand: a plain start binds lazily and runs" 0 "^1\.0$" -- "$scratch/main"
+expect "libdep left out by hand: with LD_BIND_NOW=1 the start fails" 127 "undefined symbol: dep" -- env LD_BIND_NOW=1 "$scratch/main"
 expect "no arguments" 2 "usage: tools/as_needed.sh LIBRARY FOLDER" -- "$tool"
 echo "not a library" > "$scratch/text"
 expect "a text file" 2 "not a shared library with a soname" -- "$tool" "$scratch/text" "$scratch/copy2"
@@ -59,8 +73,11 @@ fi
 copy=$(ls "$copy_dir"/libtorch_cpu.so.* 2> /dev/null | head -n 1)
 [ -n "$copy" ] || { fail "no libtorch_cpu.so.* in $copy_dir"; exit 1; }
 soname=$(basename "$copy")
-debian=$(ldconfig -p | awk -v s="$soname" '$1 == s { print $NF; exit }')
-[ -n "$debian" ] || { fail "ldconfig knows no $soname"; exit 1; }
+# Debian's library: where the loader finds it for 05_ddp with the program's RPATH ignored (the
+# loader names the program's own entry "", so --inhibit-rpath "" ignores the program's RPATH).
+interp=$(readelf -l "$build/05_ddp" | sed -n 's/.*Requesting program interpreter: \(.*\)\]/\1/p')
+debian=$("$interp" --inhibit-rpath "" --list "$build/05_ddp" | awk -v s="$soname" '$1 == s { print $3 }')
+[ -f "$debian" ] || { fail "the loader finds no $soname for 05_ddp without its RPATH"; exit 1; }
 debian=$(readlink -f "$debian")
 echo "--- the copy: $copy, of $debian"
 # The copy is what the tool makes of Debian's library, and differs from it only in .dynamic.
@@ -89,16 +106,18 @@ for prog in "$build"/* "$build"/tests/ddp_tests "$build"/tests/ddp_unit_tests; d
   programs=$((programs + 1))
   name=${prog#"$build"/}
   checked+=" $name"
+  before=$failures
   loaded=$(ldd "$prog" | awk -v s="$soname" '$1 == s { print $3 }')
   [ "$loaded" = "$copy" ] || fail "$name loads $soname from ${loaded:-nowhere}, not from the copy"
   interp=$(readelf -l "$prog" | sed -n 's/.*Requesting program interpreter: \(.*\)\]/\1/p')
   with_copy=$(ldd "$prog" | wc -l)
-  with_debians=$("$interp" --inhibit-rpath "" --list "$prog" | wc -l)  # its RPATH ignored: Debian's list
+  with_debians=$("$interp" --inhibit-rpath "" --list "$prog" | wc -l) || fail "$name: the loader could not list it without its RPATH"
   [ "$with_copy" -lt "$with_debians" ] || fail "$name loads $with_copy libraries with the copy, not fewer than $with_debians with Debian's"
   case $name in tests/*) args=(--gtest_list_tests) ;; *) args=(--help) ;; esac
   LD_BIND_NOW=1 "$prog" "${args[@]}" > "$scratch/out" 2>&1 ||
     fail "$name ${args[*]} with LD_BIND_NOW=1: exit $?: $(tail -n 3 "$scratch/out")"
-  echo "ok $name: $soname from the copy, $with_copy libraries loaded (with Debian's list: $with_debians), every symbol resolved at its start"
+  [ $failures != "$before" ] ||
+    echo "ok $name: $soname from the copy, $with_copy libraries loaded (with Debian's list: $with_debians), every symbol resolved at its start"
 done
 # 3. The benchmark of what each start saves (bench/program_start.py): it runs, and what it writes
 # is what this test found (its timings are the machine's, and not judged here).

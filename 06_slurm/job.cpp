@@ -55,7 +55,7 @@ Plan read_plan(int argc, char** argv) {
   app.add_option("--max-requeue", j.max_requeue, "With --local: requeues before the job is held (5 is Slurm's MaxBatchRequeue)")
       ->check(CLI::Range(0, 1000));
   app.add_option("--link", p.link, "With --local: each node a host with its own address, on a link of this bandwidth (e.g. 100mbit); needs root");
-  app.add_option("--timeout", p.timeout_s, "Seconds each sbatch/scontrol call may take")->check(CLI::PositiveNumber);
+  app.add_option("--timeout", p.timeout_s, "Seconds each sbatch/scontrol call may take; --follow asks again while scontrol fails, this long")->check(CLI::PositiveNumber);
   // Everything after "--" goes to the trainer, as in the batch scripts' "$@".
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) != "--") continue;

@@ -105,6 +105,41 @@ TEST(SlurmSubmitter, GpuJobsGetOneTaskPerGpuAndNccl) {
   EXPECT_NE(r.output.find("--backend nccl"), std::string::npos) << r.output;
 }
 
+// Note [Submitting and following a job]: slurmctld under load answers a poll late ("Socket timed
+// out on send/recv operation", seen in CI beside the other tests); --follow asks again each
+// second, and gives up only after --timeout seconds of failures, in Slurm's own words, with no
+// guess about peer ranks (which a "timed out" once drew). Stand-ins for sbatch and scontrol.
+TEST(SlurmSubmitter, FollowAsksAgainWhileSlurmAnswersLateAndFailsInSlurmsOwnWords) {
+  const std::string dir = temp_dir();
+  std::ofstream(dir + "/sbatch") << "#!/bin/sh\necho 42\n";
+  // Fails its first FAILS calls as a busy slurmctld does, then says the job completed.
+  std::ofstream(dir + "/scontrol") << "#!/bin/sh\nn=$(cat \"" << dir << "/count\" 2>/dev/null || echo 0); n=$((n + 1)); echo $n > \"" << dir
+                                   << "/count\"\n"
+                                      "if [ $n -le \"$FAILS\" ]; then echo 'slurm_load_jobs error: Socket timed out on send/recv operation' >&2; exit 1; fi\n"
+                                      "echo 'JobId=42 JobName=ddp JobState=COMPLETED Reason=None Restarts=0 NodeList=n1 ExitCode=0:0'\n";
+  std::system(("chmod +x " + dir + "/sbatch " + dir + "/scontrol").c_str());
+  const auto follow = [&](int fails) {
+    std::remove((dir + "/count").c_str());
+    return run_one({{"/bin/bash", "-c", "PATH=" + dir + ":$PATH FAILS=" + std::to_string(fails) + " " + bin("06_slurm") +
+                                            " --submit --follow --timeout 3 --out-dir " + dir + "/out"}},
+                   60);
+  };
+  const auto late = follow(2);
+  EXPECT_EQ(late.exit_code, 0) << late.output;
+  EXPECT_NE(late.output.find("scontrol show job 42 failed (slurm_load_jobs error: Socket timed out on send/recv operation); asking again each second for up to 3 s"),
+            std::string::npos)
+      << late.output;
+  EXPECT_NE(late.output.find("scontrol show job 42 answered again"), std::string::npos) << late.output;
+  EXPECT_NE(late.output.find("job 42 ended: COMPLETED"), std::string::npos) << late.output;
+  const auto gone = follow(1000);
+  EXPECT_EQ(gone.exit_code, 1) << gone.output;
+  EXPECT_NE(gone.output.find("scontrol show job 42 failed for 3 s (--timeout): slurm_load_jobs error: Socket timed out on send/recv operation"),
+            std::string::npos)
+      << gone.output;
+  EXPECT_EQ(gone.output.find("[a peer"), std::string::npos) << gone.output;
+  std::system(("rm -rf " + dir).c_str());
+}
+
 TEST(SlurmSubmitter, BadFlagsAreRefusedWithExit2AndTheReason) {
   const std::pair<std::vector<std::string>, std::string> cases[] = {
       {{"--time", "abc"}, "--time 'abc': expected M, M:S, H:M:S"},

@@ -1,4 +1,5 @@
-// defines: UsageError (bad flags, environment or files: exit 2) and JoinError (rendezvous failed: exit 1).
+// defines: UsageError (bad flags, environment or files: exit 2), JoinError (rendezvous failed: exit 1)
+// and SlurmError (sbatch or scontrol failed: exit 1).
 #pragma once
 #include <stdexcept>
 #include <string>
@@ -19,6 +20,12 @@ struct UsageError : std::runtime_error {
 
 // Thrown when processes could not form a group: a missing rank, an absent store, a busy port.
 struct JoinError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Thrown when Slurm's own tools (sbatch, scontrol) failed: their message is the cause, said as
+// they said it (a "Socket timed out" of theirs is slurmctld's, not a peer rank's).
+struct SlurmError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 

@@ -15,9 +15,10 @@ std::string short_what(const std::exception& e) {
 
 std::string describe(const std::exception& e) {
   std::string what = short_what(e);
-  // A JoinError already names its cause (the store unreachable, a rank missing): a guess added
-  // here from the words "timed out" in the socket's own message would point elsewhere.
-  if (dynamic_cast<const JoinError*>(&e)) return what;
+  // A JoinError already names its cause (the store unreachable, a rank missing), and a SlurmError
+  // is Slurm's own message: a guess added here from the words "timed out" in it would point
+  // elsewhere.
+  if (dynamic_cast<const JoinError*>(&e) || dynamic_cast<const SlurmError*>(&e)) return what;
   auto has = [&](const char* s) { return what.find(s) != std::string::npos; };
   if (has("Connection reset by peer") || has("Connection closed by peer") || has("Broken pipe")) {
     what += " [a peer rank exited during this operation: it crashed, was killed, or ended early; look for its own error]";

@@ -14,6 +14,8 @@
 #   3. bench/program_start.py runs (a start each way to warm up, then one each way), and its file
 #      holds what 2 found.
 # Usage: tests/as_needed_test.sh <build folder>
+# No `producer | grep -q` here: under pipefail, grep's early exit fails the producer (SIGPIPE)
+# now and then, which once skipped a program; each output is read whole, then searched.
 set -uo pipefail
 build=$(cd "${1:?usage: tests/as_needed_test.sh <build folder>}" && pwd -P)  # as ldd prints paths
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,7 +45,7 @@ cc -shared -fPIC -o "$scratch/libdep.so" -Wl,-soname,libdep.so "$scratch/dep.c" 
   cc -shared -fPIC -o "$scratch/libpair.so.1" -Wl,-soname,libpair.so.1 -Wl,-z,lazy "$scratch/pair.c" \
     -Wl,--no-as-needed -lz -L"$scratch" -ldep -lm ||
   { fail "cc could not build the test's libraries"; exit 1; }
-needed "$scratch/libpair.so.1" | grep -qx libz.so.1 || fail "the test's library does not name libz.so.1 (--no-as-needed)"
+grep -qx libz.so.1 <<< "$(needed "$scratch/libpair.so.1")" || fail "the test's library does not name libz.so.1 (--no-as-needed)"
 expect "a library naming libz, libdep and libm, calling cos() and dep()" 0 "^libz\.so\.1$" -- \
   env LD_LIBRARY_PATH="$scratch" "$tool" "$scratch/libpair.so.1" "$scratch/copy"
 [ "$(needed "$scratch/copy/libpair.so.1" | sort | tr '\n' ' ')" = "$(needed "$scratch/libpair.so.1" | grep -vx libz.so.1 | sort | tr '\n' ' ')" ] ||
@@ -63,7 +65,7 @@ expect "a missing file" 2 "no such file" -- "$tool" "$scratch/missing.so" "$scra
 # 2. This build.
 copy_dir=$build/libtorch-as-needed
 if [ ! -d "$copy_dir" ]; then
-  if ldd "$build/05_ddp" | grep -q "site-packages/torch/lib/libtorch_cpu"; then
+  if grep -q "site-packages/torch/lib/libtorch_cpu" <<< "$(ldd "$build/05_ddp")"; then
     echo "SKIPPED: this build's LibTorch is the pip wheel's, loaded as it is (it names no library it takes nothing from but glibc's stubs)"
     exit 77
   fi
@@ -93,8 +95,8 @@ differing=$(cmp -l "$debian" "$copy" | wc -l)
 echo "    $differing bytes differ, $outside of them outside .dynamic (file offset $dyn_start, $dyn_size bytes)"
 [ "$outside" = 0 ] || fail "$outside bytes of the copy differ from $debian's outside its .dynamic section"
 for name in $left_out; do
-  needed "$debian" | grep -qx "$name" || fail "$name was left out, but $debian does not name it"
-  ! needed "$copy" | grep -qx "$name" || fail "the copy still names $name"
+  grep -qx "$name" <<< "$(needed "$debian")" || fail "$name was left out, but $debian does not name it"
+  ! grep -qx "$name" <<< "$(needed "$copy")" || fail "the copy still names $name"
 done
 [ "$(needed "$copy" | wc -l)" = $(($(needed "$debian" | wc -l) - $(wc -w <<< "$left_out"))) ] ||
   fail "the copy names $(needed "$copy" | wc -l) libraries, not Debian's $(needed "$debian" | wc -l) less the $(wc -w <<< "$left_out") left out"
@@ -102,7 +104,7 @@ done
 programs=0 checked=""
 for prog in "$build"/* "$build"/tests/ddp_tests "$build"/tests/ddp_unit_tests; do
   [ -f "$prog" ] && [ -x "$prog" ] || continue
-  ldd "$prog" 2> /dev/null | grep -q "libtorch_cpu" || continue
+  grep -q "libtorch_cpu" <<< "$(ldd "$prog" 2> /dev/null)" || continue
   programs=$((programs + 1))
   name=${prog#"$build"/}
   checked+=" $name"

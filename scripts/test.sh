@@ -54,11 +54,11 @@ unset DDP_RECORD_RESULTS
 # Whatever this script started, stopped when it ends: the wheel's install (if the cpu build
 # failed before it ended) with the pip it runs, and the throw-away Slurm below.
 descendants() { local p; for p in $(pgrep -P "$1"); do echo "$p"; descendants "$p"; done; }
-wheel="" wheel_time="" wheel_status="" slurm_up=no next_status=""
+wheel="" wheel_time="" wheel_status="" slurm_up=no next_status="" side_status=""
 cleanup() {
   # The wheel's pid is its own only while it runs (Note [A job's status in a file], progress.sh).
   [ -z "$wheel" ] || [ -s "$wheel_status" ] || kill $(descendants "$wheel") "$wheel" 2>/dev/null || true
-  rm -f "$wheel_time" "$wheel_status" "$next_status"
+  rm -f "$wheel_time" "$wheel_status" "$next_status" "$side_status"
   [ "$slurm_up" = no ] || "$root/scripts/local_slurm.sh" down >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
@@ -169,28 +169,59 @@ for i in "${!fl[@]}"; do
   # keeps other tests off it, but not the next flavour's build, which at nice 19 still took the
   # cores whenever a test waited (in CI, 05.10's solution measured alpha at 1233.4 us beside it,
   # against 301.9 us alone here, and failed its own check; the cost model's fit an alpha five
-  # times its own). So while a build runs beside, they wait, and run once it has ended.
-  later=()
-  [ -z "$next" ] || later=(-LE measures)
+  # times its own). So while a build runs beside, they wait, and run once it has ended (and the
+  # lane of waiting tests below: its Slurm jobs train too).
+  #
+  # Note [Tests that wait, in a lane of their own]
+  # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  # ctest -j2 keeps two tests running, whether they compute or wait. The Slurm tests mostly wait
+  # (their jobs wait out time limits of a minute, and the scheduler), so each held one of the two
+  # places for minutes while a core idled. The tests labelled waits (tests/CMakeLists.txt) run in
+  # a second ctest beside the first, one at a time, and the first keeps both places for the tests
+  # that compute. The tests that measure the machine then wait for both lanes (Note [Measured
+  # alone]), as RUN_SERIAL keeps only the tests of its own ctest off it. A waiting test is one
+  # that keeps a core busy a small part of its time, measured alone; a timeout test whose ranks
+  # must start in time is not one, since a third test beside two that compute slows its start.
+  later=() side="" side_status=""
+  nwaits=$(cd "$root/build-$f" && ctest -N -L '^waits$' ${filter:+-R "$filter"} | sed -n 's/^Total Tests: *//p')
+  if [ "${nwaits:-0}" -gt 0 ]; then
+    side_status=$(mktemp)
+    start_job "$side_status" run_step "[test $f waits]" "the $nwaits tests that mostly wait, beside the others, one at a time (log: ${tlog%.log}-waits.log)" \
+      "${tlog%.log}-waits.log" p bash -c 'cd "$1" && shift && ctest --output-on-failure --timeout 300 "$@"' _ "$root/build-$f" \
+      ${filter:+-R "$filter"} -L '^waits$'
+    side=$!
+  fi
+  [ -z "$next" ] && [ -z "$side" ] || later=(-LE '^(measures|waits)$')
   start=$SECONDS
-  run_ctest "$f" "running every test$([ ${#later[@]} = 0 ] || echo " but those that measure this machine"): $(phase_estimate "test-$f" "${first_test[$f]}")" \
+  run_ctest "$f" "running every test$([ ${#later[@]} = 0 ] || echo " but those that measure this machine or mostly wait"): $(phase_estimate "test-$f" "${first_test[$f]}")" \
     "$tlog" -j2 "${later[@]}"
   phase_done "test-$f" $((SECONDS - start))
   logs+=("$logdir/build-$f.log" "$tlog")
+  if [ -n "$next" ] && [ ! -s "$next_status" ]; then  # still building: its pid is still its own
+    # Alone now: back to the normal priority, so that other work on the machine cannot starve
+    # it (as root; elsewhere it stays at 19). Compilers make starts later inherit it.
+    echo "[test $next] the $next tests wait for the $next build: it ran at nice 19 beside the $f tests, and has the cores now"
+    renice -n 0 -p $(descendants "$next_build") > /dev/null 2>&1 || true
+  fi
+  if [ -n "$side" ]; then
+    start=$SECONDS
+    job_status "$side_status" "$side" || status=1
+    rm -f "$side_status"
+    side_status=""
+    phase_done "wait-$f-waits" $((SECONDS - start))
+    logs+=("${tlog%.log}-waits.log")
+  fi
   if [ -n "$next" ]; then
     start=$SECONDS
-    if [ ! -s "$next_status" ]; then  # still building: its pid is still its own
-      # Alone now: back to the normal priority, so that other work on the machine cannot starve
-      # it (as root; elsewhere it stays at 19). Compilers make starts later inherit it.
-      echo "[test $next] the $next tests wait for the $next build: it ran at nice 19 beside the $f tests, and has the cores now"
-      renice -n 0 -p $(descendants "$next_build") > /dev/null 2>&1 || true
-    fi
     if ! job_status "$next_status" "$next_build"; then
       echo "== logs: ${logs[*]}"
       exit 1
     fi
     built "$next"
     phase_done "wait-$next" $((SECONDS - start))
+  fi
+  nmeasures=$(cd "$root/build-$f" && ctest -N -L '^measures$' ${filter:+-R "$filter"} | sed -n 's/^Total Tests: *//p')
+  if { [ -n "$next" ] || [ -n "$side" ]; } && [ "${nmeasures:-0}" -gt 0 ]; then
     start=$SECONDS
     run_ctest "$f" "the tests that measure this machine, now that nothing runs beside them: $(phase_estimate "test-$f-measures" "a minute or two")" \
       "${tlog%.log}-measures.log" -L measures

@@ -90,10 +90,35 @@ read -r x y <<< "$(truth 05.3)"
 halves 05.3 "$x" "$((x + 1))" "$y" "$((y + 3297832))"
 read -r x y <<< "$(truth 07.2)"
 halves 07.2 "$x" "$((x - 1))" "$y" "$((y - 1))"
+# 06.2's and 06.3's checks run simulated Slurm jobs that wait out their time limits (about 18 s
+# and 5 s a check). Asked twice here, the second check replays what the first one's jobs printed
+# (a build folder whose 06_slurm records a run's output and exit code, keyed by its arguments, and
+# replays them): both half-wrong answers are judged against one observation, and the observation
+# itself is Exercise.06.2's and Exercise.06.3's to prove (the solution's answer PASSes there).
+memo=$scratch/memo
+mkdir -p "$memo/runs"
+for p in "$build"/*; do [ -f "$p" ] && [ -x "$p" ] && ln -s "$p" "$memo/"; done
+rm -f "$memo/06_slurm"
+cat > "$memo/06_slurm" <<EOF
+#!/usr/bin/env bash
+# The key: the arguments, less the check's scratch folder (a new one each check).
+key=\$(printf '%s\n' "\$@" | sed -E 's#^.*/exercise-[^/]*##' | sha1sum | cut -c1-16)
+if [ ! -f "$memo/runs/\$key.rc" ]; then
+  "$build/06_slurm" "\$@" > "$memo/runs/\$key.out" 2>&1
+  echo \$? > "$memo/runs/\$key.rc"
+fi
+cat "$memo/runs/\$key.out"
+exit "\$(cat "$memo/runs/\$key.rc")"
+EOF
+chmod +x "$memo/06_slurm"
+slurm_build=$build build=$memo
 read -r a_starts a_state b_starts b_state <<< "$(truth 06.2)"
 halves 06.2 "$a_starts $a_state" "$((a_starts + 1)) $a_state" "$b_starts $b_state" "$b_starts FAILED"
 read -r state signal <<< "$(truth 06.3)"
 halves 06.3 "$state" COMPLETED "$signal" TERM
+build=$slurm_build
+replayed=$(ls "$memo/runs" | grep -c '\.rc$')
+[ "$replayed" = 3 ] || { echo "GAMING 06.2/06.3: the checks ran $replayed distinct Slurm jobs, not 3 (two of 06.2's, one of 06.3's): each second check must replay the first's"; bad=1; }
 
 # 2. Answers in test names.
 names=$(cd "$build" && ctest -N | grep -i slurm)

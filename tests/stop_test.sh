@@ -4,16 +4,19 @@
 #   tests/stop_test.sh BUILD_DIR    (build-cpu or build-cuda: the flavour it runs)
 # Twice: SIGINT to the whole process group, as a terminal's Ctrl-C sends it; then SIGTERM to
 # test.sh alone, as `kill` or a scheduler sends it. Each time: test.sh starts in a session of its
-# own (setsid: its own process group), runs `-R` one long test (a CNN trained by 2 ranks), and
-# once that test's trainer ranks are up, every process under test.sh is listed and the signal
+# own (setsid: its own process group), runs `-R` one long test (a CNN trained by 2 ranks) and one
+# that waits, in its two lanes, and once the trainer's ranks and the waiting test's script are both
+# up, every process under test.sh is listed and the signal
 # sent; after 10 s none of the listed processes may remain, nor any process carrying the
 # environment variable this test gave test.sh, and test.sh must have exited 130 or 143.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "$1" && pwd)
 flavour=${build##*/build-}
-# A long test, of the long tier (DDP_LONG_TESTS=1, given below): interrupted while its trainer runs.
-target='^TrainerLong\.CnnReaches88PercentTestAccuracyIn1EpochAt2Ranks$'
+# A long test, of the long tier (DDP_LONG_TESTS=1, given below): interrupted while its trainer runs;
+# and one labelled waits, which test.sh runs in a second ctest beside the first (Note [Tests that
+# wait, in a lane of their own]): interrupted while it waits, so that the stop reaches both lanes.
+target='^(TrainerLong\.CnnReaches88PercentTestAccuracyIn1EpochAt2Ranks|Setup\.WaitsForABusyAptAndStopsWithAptsOwnError)$'
 tree() { local p; for p in $(pgrep -P "$1" 2>/dev/null); do echo "$p"; tree "$p"; done; }
 fail=0
 for how in INT TERM; do
@@ -30,11 +33,12 @@ for how in INT TERM; do
   up=no
   for _ in $(seq 240); do  # the setup's check and an up-to-date build first: up to 2 minutes
     kill -0 "$pid" 2>/dev/null || break
-    if tree "$pid" | xargs -r ps -o args= -p 2>/dev/null | grep -q "05_ddp.*--model cnn"; then up=yes; break; fi
+    running=$(tree "$pid" | xargs -r ps -o args= -p 2>/dev/null)
+    if grep -q "05_ddp.*--model cnn" <<< "$running" && grep -q "setup_test.sh" <<< "$running"; then up=yes; break; fi
     sleep 0.5
   done
   if [ $up = no ]; then
-    echo "FAIL ($how): the trainer of $target never started under scripts/test.sh; its output:"; cat "$log"
+    echo "FAIL ($how): the trainer of the long test and the waiting test's setup_test.sh never ran together under scripts/test.sh; its output:"; cat "$log"
     kill -KILL -- -"$pid" 2>/dev/null; fail=1; continue
   fi
   sleep 2

@@ -186,7 +186,7 @@ for i in "${!fl[@]}"; do
   nwaits=$(cd "$root/build-$f" && ctest -N -L '^waits$' ${filter:+-R "$filter"} | sed -n 's/^Total Tests: *//p')
   if [ "${nwaits:-0}" -gt 0 ]; then
     side_status=$(mktemp)
-    start_job "$side_status" run_step "[test $f waits]" "the $nwaits tests that mostly wait, beside the others, one at a time (log: ${tlog%.log}-waits.log)" \
+    start_job "$side_status" run_step "[test $f waits]" "the $nwaits tests that mostly wait, beside the others, one at a time" \
       "${tlog%.log}-waits.log" p bash -c 'cd "$1" && shift && ctest --output-on-failure --timeout 300 "$@"' _ "$root/build-$f" \
       ${filter:+-R "$filter"} -L '^waits$'
     side=$!

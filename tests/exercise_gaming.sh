@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The ways a student passed checks without the work, each tried, each failing (Note [Solutions
 # kept true] in exercise_verify.sh proves each check both ways; this proves what lies between).
-#   tests/exercise_gaming.sh <build folder> [measured [ANSWER] | unmeasured]
+#   tests/exercise_gaming.sh <build folder> [measured [ANSWER [KEPT]] | unmeasured]
 #   measured: route 5 alone, which measures this machine (run when nothing else does: Note
 #   [Measured alone] in scripts/test.sh); ANSWER: the line 05.10's solution measured, which
-#   Exercise.05.10 hands it (tests/exercise_verify.sh) instead of measuring again; unmeasured:
-#   the others; neither: all.
+#   Exercise.05.10 hands it (tests/exercise_verify.sh) instead of measuring again; KEPT: the
+#   folder (tests/replay_build.sh) that kept the measurements of the check it ran with ANSWER,
+#   which the route's check then reads instead of measuring again; unmeasured: the others;
+#   neither: all.
 # 1. Two-part answers found half by half: one half right, the other wrong, both ways round, must
 #    FAIL with the same words (but the answer quoted): a FAIL that says which half is right gives
 #    the answer away (01.1, 02.1, 03.1, 05.6 through check_two_parts; 04.2, 05.3, 05.5, 06.3 and 07.2
@@ -39,8 +41,9 @@ export DDP_EXERCISE_NO_BUILD=1
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/exercise-gaming.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 bad=0 part=${2:-all}
-measured_answer=${3:-}
-case $part in all | measured | unmeasured) ;; *) echo "usage: $0 <build folder> [measured [ANSWER] | unmeasured]" >&2; exit 2 ;; esac
+measured_answer=${3:-} kept=${4:-}
+case $part in all | measured | unmeasured) ;; *) echo "usage: $0 <build folder> [measured [ANSWER [KEPT]] | unmeasured]" >&2; exit 2 ;; esac
+[ -z "$kept" ] || [ -d "$kept/runs" ] || { echo "$0: $kept is not a folder of tests/replay_build.sh" >&2; exit 2; }
 check() {  # <id> <answer>: the check's last line
   echo "$1: $2" > "$scratch/answers.txt"
   DDP_BUILD=$build DDP_ANSWERS=$scratch/answers.txt "$root/scripts/exercise.sh" "$1" 2>&1 | tail -n 1
@@ -64,7 +67,16 @@ if [ "$part" != unmeasured ]; then
     { echo "05.10's solution measured no answer line (a busy machine measures nonsense: run this alone)"; exit 1; }
   t1x4=$(awk -v t="$t1" 'BEGIN { printf "%.3f", 4 * t }')
   read -r _ r < <("$root/exercises/checks/two_ranks_prediction.sh" "$build" "$t1x4" "$s" "$a" "$alpha" "$T")
-  out=$(check 05.10 "$t1x4 $s $a $alpha $T $r $(awk -v r="$r" 'BEGIN { print (r > 1) ? "yes" : "no" }')")
+  answer5="$t1x4 $s $a $alpha $T $r $(awk -v r="$r" 'BEGIN { print (r > 1) ? "yes" : "no" }')"
+  if [ -n "$kept" ]; then
+    # The measurements the check made with the right answer, read again in their order.
+    measured_runs=$(ls "$kept/runs" | grep -c '\.rc$')
+    out=$(export DDP_REPLAY_COUNTS=$scratch/counts05.10; build=$kept; check 05.10 "$answer5")
+    [ "$(ls "$kept/runs" | grep -c '\.rc$')" = "$measured_runs" ] ||
+      { echo "GAMING 05.10: the check measured something the right answer's check did not: $(ls -t "$kept/runs" | head -n 2 | tr '\n' ' ')"; bad=1; }
+  else
+    out=$(check 05.10 "$answer5")
+  fi
   if [[ $out == "FAIL 05.10: your t1 ($t1x4)"* ]]; then
     echo "ok 05.10: t1 four times with its consistent ratio FAILs: $out"
   else
@@ -92,25 +104,12 @@ read -r x y <<< "$(truth 07.2)"
 halves 07.2 "$x" "$((x - 1))" "$y" "$((y - 1))"
 # 06.2's and 06.3's checks run simulated Slurm jobs that wait out their time limits (about 18 s
 # and 5 s a check). Asked twice here, the second check replays what the first one's jobs printed
-# (a build folder whose 06_slurm records a run's output and exit code, keyed by its arguments, and
-# replays them): both half-wrong answers are judged against one observation, and the observation
-# itself is Exercise.06.2's and Exercise.06.3's to prove (the solution's answer PASSes there).
+# (tests/replay_build.sh: a build folder whose 06_slurm keeps a run's output and exit code, keyed
+# by its arguments, and replays them): both half-wrong answers are judged against one
+# observation, and the observation itself is Exercise.06.2's and Exercise.06.3's to prove (the
+# solution's answer PASSes there).
 memo=$scratch/memo
-mkdir -p "$memo/runs"
-for p in "$build"/*; do [ -f "$p" ] && [ -x "$p" ] && ln -s "$p" "$memo/"; done
-rm -f "$memo/06_slurm"
-cat > "$memo/06_slurm" <<EOF
-#!/usr/bin/env bash
-# The key: the arguments, less the check's scratch folder (a new one each check).
-key=\$(printf '%s\n' "\$@" | sed -E 's#^.*/exercise-[^/]*##' | sha1sum | cut -c1-16)
-if [ ! -f "$memo/runs/\$key.rc" ]; then
-  "$build/06_slurm" "\$@" > "$memo/runs/\$key.out" 2>&1
-  echo \$? > "$memo/runs/\$key.rc"
-fi
-cat "$memo/runs/\$key.out"
-exit "\$(cat "$memo/runs/\$key.rc")"
-EOF
-chmod +x "$memo/06_slurm"
+"$root/tests/replay_build.sh" "$build" "$memo" 06_slurm || { echo "GAMING: tests/replay_build.sh failed"; exit 1; }
 slurm_build=$build build=$memo
 read -r a_starts a_state b_starts b_state <<< "$(truth 06.2)"
 halves 06.2 "$a_starts $a_state" "$((a_starts + 1)) $a_state" "$b_starts $b_state" "$b_starts FAILED"

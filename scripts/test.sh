@@ -54,10 +54,12 @@ unset DDP_RECORD_RESULTS
 # Whatever this script started, stopped when it ends: the wheel's install (if the cpu build
 # failed before it ended) with the pip it runs, and the throw-away Slurm below.
 descendants() { local p; for p in $(pgrep -P "$1"); do echo "$p"; descendants "$p"; done; }
-wheel="" wheel_time="" wheel_status="" slurm_up=no next_status="" side_status=""
+wheel="" wheel_time="" wheel_status="" slurm_up=no next_status="" side="" side_status=""
 cleanup() {
   # The wheel's pid is its own only while it runs (Note [A job's status in a file], progress.sh).
   [ -z "$wheel" ] || [ -s "$wheel_status" ] || kill $(descendants "$wheel") "$wheel" 2>/dev/null || true
+  # The lane of waiting tests, when the script ends before waiting for it (an early exit).
+  [ -z "$side" ] || [ -s "$side_status" ] || kill $(descendants "$side") "$side" 2>/dev/null || true
   rm -f "$wheel_time" "$wheel_status" "$next_status" "$side_status"
   [ "$slurm_up" = no ] || "$root/scripts/local_slurm.sh" down >/dev/null 2>&1 || true
 }
@@ -174,14 +176,18 @@ for i in "${!fl[@]}"; do
   #
   # Note [Tests that wait, in a lane of their own]
   # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-  # ctest -j2 keeps two tests running, whether they compute or wait. The Slurm tests mostly wait
-  # (their jobs wait out time limits of a minute, and the scheduler), so each held one of the two
-  # places for minutes while a core idled. The tests labelled waits (tests/CMakeLists.txt) run in
-  # a second ctest beside the first, one at a time, and the first keeps both places for the tests
-  # that compute. The tests that measure the machine then wait for both lanes (Note [Measured
-  # alone]), as RUN_SERIAL keeps only the tests of its own ctest off it. A waiting test is one
-  # that keeps a core busy a small part of its time, measured alone; a timeout test whose ranks
-  # must start in time is not one, since a third test beside two that compute slows its start.
+  # ctest -j2 keeps two tests running, whether they compute or wait. The real-Slurm tests mostly
+  # wait (their jobs wait out time limits of a minute, and the scheduler), so each held one of the
+  # two places for minutes while a core idled. The tests labelled waits (tests/CMakeLists.txt) run
+  # in a second ctest beside the first, one at a time, and the first keeps both places for the
+  # tests that compute. A waiting test is one that keeps the machine busy a small part of its
+  # time, measured alone; a test that bounds how long a rank takes to start (the timeout tests of
+  # chapters 01 and 02) stays in the first lane, since a third test beside two that compute slows
+  # starts; so does one that shares a RESOURCE_LOCK with tests of the first lane (the Slurm test on
+  # shaped links), as a lock holds only within one ctest. The tests that measure the machine then
+  # wait for both lanes (Note [Measured alone]), as RUN_SERIAL keeps only the tests of its own
+  # ctest off it. Both lanes are one build's ctests: `ctest --rerun-failed` there knows only the
+  # failures of the lane that ended last (each lane's log names its own).
   later=() side="" side_status=""
   nwaits=$(cd "$root/build-$f" && ctest -N -L '^waits$' ${filter:+-R "$filter"} | sed -n 's/^Total Tests: *//p')
   if [ "${nwaits:-0}" -gt 0 ]; then
@@ -191,25 +197,28 @@ for i in "${!fl[@]}"; do
       ${filter:+-R "$filter"} -L '^waits$'
     side=$!
   fi
-  [ -z "$next" ] && [ -z "$side" ] || later=(-LE '^(measures|waits)$')
+  apart=""
+  [ -z "$next" ] || apart="those that measure this machine"
+  [ -z "$side" ] || apart="${apart:+$apart and }those that mostly wait"
+  [ -z "$apart" ] || later=(-LE '^(measures|waits)$')
   start=$SECONDS
-  run_ctest "$f" "running every test$([ ${#later[@]} = 0 ] || echo " but those that measure this machine or mostly wait"): $(phase_estimate "test-$f" "${first_test[$f]}")" \
+  run_ctest "$f" "running every test${apart:+ but $apart}: $(phase_estimate "test-$f" "${first_test[$f]}")" \
     "$tlog" -j2 "${later[@]}"
   phase_done "test-$f" $((SECONDS - start))
   logs+=("$logdir/build-$f.log" "$tlog")
+  if [ -n "$side" ]; then
+    start=$SECONDS
+    job_status "$side_status" "$side" || status=1
+    rm -f "$side_status"
+    side="" side_status=""
+    phase_done "wait-$f-waits" $((SECONDS - start))
+    logs+=("${tlog%.log}-waits.log")
+  fi
   if [ -n "$next" ] && [ ! -s "$next_status" ]; then  # still building: its pid is still its own
     # Alone now: back to the normal priority, so that other work on the machine cannot starve
     # it (as root; elsewhere it stays at 19). Compilers make starts later inherit it.
     echo "[test $next] the $next tests wait for the $next build: it ran at nice 19 beside the $f tests, and has the cores now"
     renice -n 0 -p $(descendants "$next_build") > /dev/null 2>&1 || true
-  fi
-  if [ -n "$side" ]; then
-    start=$SECONDS
-    job_status "$side_status" "$side" || status=1
-    rm -f "$side_status"
-    side_status=""
-    phase_done "wait-$f-waits" $((SECONDS - start))
-    logs+=("${tlog%.log}-waits.log")
   fi
   if [ -n "$next" ]; then
     start=$SECONDS

@@ -2,8 +2,8 @@
 # The ways a student passed checks without the work, each tried, each failing (Note [Solutions
 # kept true] in exercise_verify.sh proves each check both ways; this proves what lies between).
 #   tests/exercise_gaming.sh <build folder> [measured [ANSWER [KEPT]] | unmeasured]
-#   measured: route 5 alone, which measures this machine (run when nothing else does: Note
-#   [Measured alone] in scripts/test.sh); ANSWER: the line 05.10's solution measured, which
+#   measured: route 5 alone, which measures this machine, or reads the measurements KEPT (run
+#   when nothing else does: Note [Measured alone] in scripts/test.sh); ANSWER: the line 05.10's solution measured, which
 #   Exercise.05.10 hands it (tests/exercise_verify.sh) instead of measuring again; KEPT: the
 #   folder (tests/replay_build.sh) that kept the measurements of the check it ran with ANSWER,
 #   which the route's check then reads instead of measuring again; unmeasured: the others;
@@ -38,6 +38,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "$1" && pwd)
 export DDP_EXERCISE_NO_BUILD=1
+unset DDP_REPLAY_COUNTS  # set only where a route reads kept measurements in their order (route 5)
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/exercise-gaming.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 bad=0 part=${2:-all}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Ctrl-C and SIGTERM on scripts/test.sh stop it and everything it started within 10 s (Note [Stop
-# means stop], scripts/stop.sh): the real pipeline, interrupted while ctest runs a long test.
+# means stop], scripts/stop.sh): the real pipeline, interrupted while its two ctests (Note [Tests
+# that wait, in a lane of their own]) each run a test.
 #   tests/stop_test.sh BUILD_DIR    (build-cpu or build-cuda: the flavour it runs)
 # Twice: SIGINT to the whole process group, as a terminal's Ctrl-C sends it; then SIGTERM to
 # test.sh alone, as `kill` or a scheduler sends it. Each time: test.sh starts in a session of its
@@ -41,8 +42,12 @@ for how in INT TERM; do
     echo "FAIL ($how): the trainer of the long test and the waiting test's setup_test.sh never ran together under scripts/test.sh; its output:"; cat "$log"
     kill -KILL -- -"$pid" 2>/dev/null; fail=1; continue
   fi
-  sleep 2
+  sleep 1
   listed=$(tree "$pid")
+  if ! xargs -r ps -o args= -p <<< "$listed" 2>/dev/null | grep -q "setup_test.sh"; then
+    echo "FAIL ($how): the waiting test ended before the signal could be sent: this run proves nothing of its lane; its output:"; cat "$log"
+    kill -KILL -- -"$pid" 2>/dev/null; wait "$pid"; fail=1; continue
+  fi
   echo "[stop_test] $how: scripts/test.sh (pid $pid) runs $(echo "$listed" | wc -w) processes, ctest's among them: $(echo "$listed" | xargs -r ps -o comm= -p | sort | uniq -c | tr -s ' \n' ' ')"
   if [ $how = INT ]; then kill -INT -- -"$pid"; else kill -TERM "$pid"; fi
   sent=$SECONDS

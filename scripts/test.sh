@@ -189,6 +189,7 @@ for i in "${!fl[@]}"; do
   # ctest off it. Both lanes are one build's ctests: `ctest --rerun-failed` there knows only the
   # failures of the lane that ended last (each lane's log names its own).
   later=() side="" side_status=""
+  rm -f "${tlog%.log}-waits.log"  # an earlier run's, which the summary would read as this one's
   nwaits=$(cd "$root/build-$f" && ctest -N -L '^waits$' ${filter:+-R "$filter"} | sed -n 's/^Total Tests: *//p')
   if [ "${nwaits:-0}" -gt 0 ]; then
     side_status=$(mktemp)

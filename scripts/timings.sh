@@ -59,7 +59,7 @@ time_summary() {
   for f in $flavours; do
     [ -f "$root/build-$f/ctest.log" ] || continue
     # Both lanes' tests (Note [Tests that wait, in a lane of their own] in test.sh).
-    lanes=$(cat "$root/build-$f/ctest.log" "$root/build-$f/ctest-waits.log" 2>/dev/null)
+    lanes=$(cat "$root/build-$f/ctest.log"; [ ! -f "$root/build-$f/ctest-waits.log" ] || cat "$root/build-$f/ctest-waits.log")
     echo "== slowest $f tests: $(slowest_tests <(echo "$lanes") 5 | paste -sd ',' | sed 's/,/, /g')"
   done
 }

@@ -125,13 +125,17 @@ build_flavour() {
   grep -E "^-- (LibTorch|Compiler|Gloo|CUDA|NCCL|BLAS|Linker|torchrun|Python reference|TensorBoard|Slurm)|BLAS:" "$log" | sed "s|^|[build $f] |" || true
 }
 built() { local k t; read -r k t < "$(stamp "$1")" && phase_done "$k" "$t"; }
-# run_ctest <flavour> <what it runs> <log> [ctest arguments...]: ctest in that flavour's build (-R
-# with test.sh's), a line per test as it ends; a failure is remembered in status.
+# ctest_in <flavour> [ctest arguments...]: ctest in that flavour's build. (Callers add test.sh's
+# -R: run_step, which runs it, has a local of its own named filter.)
+ctest_in() { local f=$1; shift; (cd "$root/build-$f" && ctest --output-on-failure --timeout 300 "$@"); }
+# count_tests <flavour> <label>: how many tests of that flavour's build (-R with test.sh's) carry that label.
+count_tests() { (cd "$root/build-$1" && ctest -N -L "^$2\$" ${filter:+-R "$filter"} | sed -n 's/^Total Tests: *//p'); }
+# run_ctest <flavour> <what it runs> <log> [ctest arguments...]: ctest_in with test.sh's -R, a
+# line per test as it ends; a failure is remembered in status.
 run_ctest() {
   local f=$1 what=$2 log=$3
   shift 3
-  run_step "[test $f]" "$what" "$log" p \
-    bash -c 'cd "$1" && shift && ctest --output-on-failure --timeout 300 "$@"' _ "$root/build-$f" ${filter:+-R "$filter"} "$@" || status=1
+  run_step "[test $f]" "$what" "$log" p ctest_in "$f" ${filter:+-R "$filter"} "$@" || status=1
 }
 read -r -a fl <<< "$flavours"
 logs=()
@@ -190,12 +194,12 @@ for i in "${!fl[@]}"; do
   # failures of the lane that ended last (each lane's log names its own).
   later=() side="" side_status=""
   rm -f "${tlog%.log}-waits.log"  # an earlier run's, which the summary would read as this one's
-  nwaits=$(cd "$root/build-$f" && ctest -N -L '^waits$' ${filter:+-R "$filter"} | sed -n 's/^Total Tests: *//p')
+  nwaits=$(count_tests "$f" waits)
   if [ "${nwaits:-0}" -gt 0 ]; then
+    # run_step, not run_ctest: the lane's status must reach its file, not a subshell's status.
     side_status=$(mktemp)
     start_job "$side_status" run_step "[test $f waits]" "the $nwaits tests that mostly wait, beside the others, one at a time" \
-      "${tlog%.log}-waits.log" p bash -c 'cd "$1" && shift && ctest --output-on-failure --timeout 300 "$@"' _ "$root/build-$f" \
-      ${filter:+-R "$filter"} -L '^waits$'
+      "${tlog%.log}-waits.log" p ctest_in "$f" ${filter:+-R "$filter"} -L '^waits$'
     side=$!
   fi
   apart=""
@@ -230,7 +234,7 @@ for i in "${!fl[@]}"; do
     built "$next"
     phase_done "wait-$next" $((SECONDS - start))
   fi
-  nmeasures=$(cd "$root/build-$f" && ctest -N -L '^measures$' ${filter:+-R "$filter"} | sed -n 's/^Total Tests: *//p')
+  nmeasures=$(count_tests "$f" measures)
   if { [ -n "$next" ] || [ -n "$side" ]; } && [ "${nmeasures:-0}" -gt 0 ]; then
     start=$SECONDS
     run_ctest "$f" "the tests that measure this machine, now that nothing runs beside them: $(phase_estimate "test-$f-measures" "a minute or two")" \

@@ -3,8 +3,9 @@
 # kept true] in exercise_verify.sh proves each check both ways; this proves what lies between).
 #   tests/exercise_gaming.sh <build folder> [measured [ANSWER [KEPT]] | unmeasured]
 #   measured: route 5 alone, which measures this machine, or reads the measurements KEPT (run
-#   when nothing else does: Note [Measured alone] in scripts/test.sh); ANSWER: the line 05.10's solution measured, which
-#   Exercise.05.10 hands it (tests/exercise_verify.sh) instead of measuring again; KEPT: the
+#   when nothing else does: Note [Measured alone] in scripts/test.sh); ANSWER: the line 05.10's
+#   solution measured, which Exercise.05.10 hands it (tests/exercise_verify.sh) instead of
+#   measuring again; KEPT: the
 #   folder (tests/replay_build.sh) that kept the measurements of the check it ran with ANSWER,
 #   which the route's check then reads instead of measuring again; unmeasured: the others;
 #   neither: all.
@@ -45,6 +46,7 @@ bad=0 part=${2:-all}
 measured_answer=${3:-} kept=${4:-}
 case $part in all | measured | unmeasured) ;; *) echo "usage: $0 <build folder> [measured [ANSWER [KEPT]] | unmeasured]" >&2; exit 2 ;; esac
 [ -z "$kept" ] || [ -d "$kept/runs" ] || { echo "$0: $kept is not a folder of tests/replay_build.sh" >&2; exit 2; }
+kept_runs() { ls "$1/runs" | grep -c '\.rc$'; }  # <folder of tests/replay_build.sh>: the runs it kept
 check() {  # <id> <answer>: the check's last line
   echo "$1: $2" > "$scratch/answers.txt"
   DDP_BUILD=$build DDP_ANSWERS=$scratch/answers.txt "$root/scripts/exercise.sh" "$1" 2>&1 | tail -n 1
@@ -71,9 +73,9 @@ if [ "$part" != unmeasured ]; then
   answer5="$t1x4 $s $a $alpha $T $r $(awk -v r="$r" 'BEGIN { print (r > 1) ? "yes" : "no" }')"
   if [ -n "$kept" ]; then
     # The measurements the check made with the right answer, read again in their order.
-    measured_runs=$(ls "$kept/runs" | grep -c '\.rc$')
+    measured_runs=$(kept_runs "$kept")
     out=$(export DDP_REPLAY_COUNTS=$scratch/counts05.10; build=$kept; check 05.10 "$answer5")
-    [ "$(ls "$kept/runs" | grep -c '\.rc$')" = "$measured_runs" ] ||
+    [ "$(kept_runs "$kept")" = "$measured_runs" ] ||
       { echo "GAMING 05.10: the check measured something the right answer's check did not: $(ls -t "$kept/runs" | head -n 2 | tr '\n' ' ')"; bad=1; }
   else
     out=$(check 05.10 "$answer5")
@@ -117,7 +119,7 @@ halves 06.2 "$a_starts $a_state" "$((a_starts + 1)) $a_state" "$b_starts $b_stat
 read -r state signal <<< "$(truth 06.3)"
 halves 06.3 "$state" COMPLETED "$signal" TERM
 build=$slurm_build
-replayed=$(ls "$memo/runs" | grep -c '\.rc$')
+replayed=$(kept_runs "$memo")
 [ "$replayed" = 3 ] || { echo "GAMING 06.2/06.3: the checks ran $replayed distinct Slurm jobs, not 3 (two of 06.2's, one of 06.3's): each second check must replay the first's"; bad=1; }
 
 # 2. Answers in test names.

@@ -44,7 +44,8 @@ for how in INT TERM; do
   fi
   sleep 1
   listed=$(tree "$pid")
-  if ! xargs -r ps -o args= -p <<< "$listed" 2>/dev/null | grep -q "setup_test.sh"; then
+  running=$(xargs -r ps -o args= -p <<< "$listed" 2>/dev/null)  # read whole: no grep -q in a pipe under pipefail
+  if ! grep -q "setup_test.sh" <<< "$running"; then
     echo "FAIL ($how): the waiting test ended before the signal could be sent: this run proves nothing of its lane; its output:"; cat "$log"
     kill -KILL -- -"$pid" 2>/dev/null; wait "$pid"; fail=1; continue
   fi

@@ -14,8 +14,10 @@ can stand in for BUILD (DDP_BUILD=OUT).
 
 Why not a build folder of COPY: that compiles LibTorch's 670 MB precompiled header and every
 library again, minutes per exercise and flavour. This compiles one or two files. See
-Note [Solutions kept true] in tests/exercise_verify.sh.
+Note [Solutions kept true] in tests/exercise_verify.sh. With Clang they are compiled without
+optimising (Note [Overlays compiled unoptimised]).
 """
+import fcntl
 import filecmp
 import json
 import os
@@ -64,6 +66,81 @@ def unity_in_copy(unity, new_obj, source, copy):
     with open(path, "w") as f:
         f.write(text)
     return path
+
+
+# Note [Overlays compiled unoptimised]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# The tests compile some 30 objects a run this way (exercises' solutions, the gaming routes'
+# fakes, tests/overlay_test.sh): the compiler took 359 of the 1,564 s of CPU that the cpu tests'
+# programs took (results/cpu_by_program.json; docs/tests.md, "Where the CPU goes"), the largest
+# share after 05_ddp's.
+# Most of a file's time is the optimiser and code generation (chapter 03's main.cpp: 10.9 s at
+# the build's -O1, 6.6 s at -O0). So with Clang the objects compiled again here are compiled at
+# -O0, against a copy of the build's precompiled header made at -O0 once per build folder
+# (OVERLAY_PCH_DIR below; Clang refuses a header precompiled at another level). The programs
+# compute the same bits: the arithmetic is LibTorch's, and what our own files compute is IEEE
+# arithmetic in the same order at either level. A multiply-add is the one place where a level
+# could decide, fused or not: Clang marks a*b+c in one expression (-ffp-contract=on) at every
+# level, and -mllvm -fast-isel=false has -O0 select instructions as -O1 does, fusing where the
+# CPU has the instruction (arm64) as -O1 would. tests/overlay_test.sh holds it: a program built
+# here ends an SGD and an AdamW run with the build's own fingerprints. No check times a program
+# built here (05.10's, which measures, has no solution to build). GCC's precompiled headers
+# work otherwise: with GCC nothing changes.
+OVERLAY_PCH_DIR = "overlay-unoptimised"
+
+
+def is_clang(args):
+    return "clang" in os.path.basename(args[0])
+
+
+def unoptimised(args, build, d, db):
+    """A compile command of BUILD at -O0 (see the Note), its precompiled header made so if needed."""
+    if not is_clang(args):
+        return args
+    out = []
+    k = 0
+    while k < len(args):
+        a = args[k]
+        if a in ("-O1", "-O2", "-O3", "-Os", "-Og"):
+            out += ["-O0", "-mllvm", "-fast-isel=false"]
+        elif a == "-include-pch" and out and out[-1] == "-Xclang" and k + 2 < len(args):
+            out += [a, args[k + 1], unoptimised_pch(os.path.normpath(os.path.join(d, args[k + 2])), build, db)]
+            k += 3
+            continue
+        else:
+            out.append(a)
+        k += 1
+    return out
+
+
+def unoptimised_pch(pch, build, db):
+    """BUILD's precompiled header PCH made again at -O0, once per build folder (shared by the
+    tests that run at once: made under a lock, then renamed into place)."""
+    made = os.path.join(build, OVERLAY_PCH_DIR, os.path.relpath(pch, build))
+    if os.path.exists(made) and os.path.getmtime(made) >= os.path.getmtime(pch):
+        return made
+    for entry in db:
+        args = shlex.split(entry["command"])
+        if "-o" in args and os.path.normpath(os.path.join(entry["directory"], args[args.index("-o") + 1])) == pch:
+            break
+    else:
+        fail(f"no compile command makes {pch}")
+    os.makedirs(os.path.dirname(made), exist_ok=True)
+    with open(os.path.join(build, OVERLAY_PCH_DIR, "lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.exists(made) and os.path.getmtime(made) >= os.path.getmtime(pch):
+            return made
+        tmp = f"{made}.{os.getpid()}"
+        cmd = [a for a in args]
+        cmd[cmd.index("-o") + 1] = tmp
+        cmd = [("-O0" if a in ("-O1", "-O2", "-O3", "-Os", "-Og") else a) for a in cmd]
+        print(f"overlay_build: precompiling the build's header at -O0, once ({os.path.relpath(pch, build)})", flush=True)
+        if subprocess.run(cmd, cwd=entry["directory"]).returncode != 0:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+            fail(f"precompiling {pch} at -O0 failed")
+        os.replace(tmp, made)
+    return made
 
 
 def main():
@@ -152,7 +229,7 @@ def main():
             new_args.append(a)
             k += 1
         print(f"overlay_build: compiling {os.path.relpath(entry['file'], source)}", flush=True)
-        r = subprocess.run(new_args, cwd=d)
+        r = subprocess.run(unoptimised(new_args, build, d, db), cwd=d)
         if r.returncode != 0:
             print(f"overlay_build: compiling {os.path.relpath(entry['file'], source)} FAILED", file=sys.stderr)
             sys.exit(1)

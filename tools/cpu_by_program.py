@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Where a command's CPU goes, by program: runs COMMAND, samples every process of the machine
+every 0.15 s from /proc, and sums each process's CPU time (user + system) by its program.
+
+  tools/cpu_by_program.py [--raw FILE] -- COMMAND...   run it, then summarise
+  tools/cpu_by_program.py --summarise FILE --command "tools/cpu_by_program.py -- COMMAND..."
+                                                       summarise a raw file kept by --raw
+
+Writes results/cpu_by_program.json (with DDP_RECORD_RESULTS=1; else $TMPDIR/ddp-results, as
+scripts/results.sh does) and prints the table: per program, its CPU seconds, its processes, and
+its distinct command lines (a rank forked in place shares its launcher's; each distinct line is
+about one start of the program, which for a LibTorch program costs about 0.3 s of CPU before
+main(): docs/tests.md, "Where the CPU goes"). Beside them: the wall time, and the CPU the whole
+machine was busy for (from /proc/stat) in that time.
+
+What it cannot see: a process that lives less than one sample (0.15 s) is missed, and a process
+is counted up to its last sample (up to 0.15 s of its CPU lost); processes that were running
+before the command (and this sampler) are left out. Run nothing else beside it: it counts the
+whole machine's processes. The sampler itself takes about 2-3 % of one core.
+"""
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+PERIOD_S = 0.15
+USAGE = "usage: tools/cpu_by_program.py [--raw FILE] -- COMMAND...  |  tools/cpu_by_program.py --summarise FILE --command COMMAND"
+
+
+def busy_ticks():
+    with open("/proc/stat") as f:
+        v = list(map(int, f.readline().split()[1:]))
+    return sum(v) - v[3] - v[4]  # all but idle and iowait
+
+
+def sweep(seen, now):
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                s = f.read()
+            rest = s[s.rindex(")") + 2:].split()
+            ticks = int(rest[11]) + int(rest[12])
+            key = p + ":" + rest[19]  # pid and start time: one process, across exec
+            e = seen.get(key)
+            try:
+                exe = os.readlink(f"/proc/{p}/exe")
+            except OSError:
+                exe = "?"
+            if e is None:
+                try:
+                    with open(f"/proc/{p}/cmdline", "rb") as f:
+                        cl = f.read(300).replace(b"\0", b" ").decode(errors="replace")
+                except OSError:
+                    cl = ""
+                seen[key] = [s[s.index("(") + 1:s.rindex(")")], exe, ticks, now, now, cl]
+            else:
+                e[2], e[4] = ticks, now
+                if exe != "?":
+                    e[1] = exe
+        except (OSError, ValueError, IndexError):
+            pass  # ended between listing and reading
+
+
+def run(command, raw):
+    hz = os.sysconf("SC_CLK_TCK")
+    seen = {}
+    t0 = time.time()
+    sweep(seen, t0)
+    before = set(seen)  # running before the command: not its
+    b0 = busy_ticks()
+    child = subprocess.Popen(command)
+    signal.signal(signal.SIGINT, lambda *a: child.send_signal(signal.SIGINT))
+    signal.signal(signal.SIGTERM, lambda *a: child.send_signal(signal.SIGTERM))
+    while child.poll() is None:
+        time.sleep(PERIOD_S)
+        sweep(seen, time.time())
+    data = {"wall": time.time() - t0, "busy_core_s": (busy_ticks() - b0) / hz, "hz": hz, "exit": child.returncode,
+            "procs": [[k] + v for k, v in seen.items() if k not in before]}
+    if raw:
+        with open(raw, "w") as f:
+            json.dump(data, f)
+    return data
+
+
+def summarise(data, first_sweep_only=False):
+    hz = data["hz"]
+    procs = data["procs"]
+    if first_sweep_only:  # a raw file of the first version, which kept every process: those of its first sweep were there before
+        t_first = min(p[4] for p in procs)
+        procs = [p for p in procs if p[4] > t_first]
+    by = collections.defaultdict(lambda: [0.0, 0, set()])
+    for _key, comm, exe, ticks, _first, _last, cl in procs:
+        name = os.path.basename(exe) if exe != "?" else comm
+        by[name][0] += ticks / hz
+        by[name][1] += 1
+        by[name][2].add(cl)
+    rows = sorted(((n, round(c, 1), k, len(d)) for n, (c, k, d) in by.items()), key=lambda r: -r[1])
+    return rows
+
+
+def write_result(command, data, rows):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out_dir = os.environ.get("DDP_RESULTS_DIR") or (
+        os.path.join(root, "results") if os.environ.get("DDP_RECORD_RESULTS") == "1" else os.path.join(os.environ.get("TMPDIR", "/tmp"), "ddp-results"))
+    os.makedirs(out_dir, exist_ok=True)
+    cpu = subprocess.run(["bash", "-c", f"source '{root}/scripts/results.sh' && result_cpu"], capture_output=True, text=True).stdout.strip()
+    programs = [{"program": n, "cpu_s": c, "processes": k, "command_lines": d} for n, c, k, d in rows if c >= 0.5]
+    result = {"command": command, "cpu": cpu or "unknown CPU", "date": time.strftime("%Y-%m-%d", time.gmtime()),
+              "wall_s": round(data["wall"]), "machine_busy_core_s": round(data["busy_core_s"]),
+              "sampled_core_s": round(sum(r[1] for r in rows)), "programs": programs}
+    path = os.path.join(out_dir, "cpu_by_program.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(result, f, indent=1)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
+    print(f"wrote {path}")
+
+
+def main(argv):
+    raw = None
+    if argv[:1] == ["--summarise"] and len(argv) == 4 and argv[2] == "--command":
+        try:
+            with open(argv[1]) as f:
+                data = json.load(f)
+        except (OSError, ValueError) as e:
+            print(f"cpu_by_program: {argv[1]}: not a raw file of --raw ({e})", file=sys.stderr)
+            return 2
+        command = argv[3]
+        rows = summarise(data, first_sweep_only="exit" not in data)
+    else:
+        if argv[:1] == ["--raw"] and len(argv) > 2:
+            raw, argv = argv[1], argv[2:]
+        if argv[:1] != ["--"] or len(argv) < 2:
+            print(USAGE, file=sys.stderr)
+            return 2
+        command = "tools/cpu_by_program.py -- " + " ".join(argv[1:])
+        data = run(argv[1:], raw)
+        rows = summarise(data)
+    print(f"{command}: {data['wall']:.0f} s, the machine busy for {data['busy_core_s']:.0f} core-s")
+    print(f"{'CPU s':>8} {'procs':>6} {'lines':>6}  program")
+    for n, c, k, d in rows[:25]:
+        print(f"{c:8.1f} {k:6d} {d:6d}  {n}")
+    write_result(command, data, rows)
+    return data.get("exit", 0) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

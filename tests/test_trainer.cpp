@@ -676,9 +676,9 @@ TEST(Trainer, ZeroShardsTheStateAsPyTorchPartitionsItAndEndsWithTheSameFingerpri
     ASSERT_TRUE(std::regex_search(zero.output, m, std::regex("elements per rank ([0-9 |]+) \\(1/world"))) << zero.output;
     const std::string ours = m[1];
 #ifdef DDP_REFERENCE_PYTHON
-    auto py = run_one(ProcSpec{{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/trainer_reference.py",
-                                "--print-zero-partition", model + "," + std::to_string(world)}},
-                      60);
+    auto py = run_reference(ProcSpec{{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/trainer_reference.py",
+                                      "--print-zero-partition", model + "," + std::to_string(world)}},
+                            /*served=*/true, 60);
     EXPECT_NE(py.output.find("elements per rank " + ours + "\n"), std::string::npos) << ours << " vs " << py.output;
 #endif
     std::istringstream shares(ours);

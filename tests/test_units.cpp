@@ -36,22 +36,25 @@
 #include "common/observe/tensorboard.h"
 #include "common/observe/trace.h"
 #include "proc.h"
+#include "reference.h"
 
 using namespace ddp_test;
 
 namespace {
 
 // Python's DistributedSampler indices for each spec ("n,world,seed,epoch,shuffle,drop_last"):
-// result[spec][rank] = that rank's index list. One Python start for all specs.
+// result[spec][rank] = that rank's index list. One request for all specs, to the reference
+// server when it answers (its first line then says so, and is no index list).
 std::vector<std::vector<std::vector<int64_t>>> python_sampler(const std::vector<std::string>& specs) {
   std::vector<std::vector<std::vector<int64_t>>> out;
 #ifdef DDP_REFERENCE_PYTHON
   ProcSpec p{{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/trainer_reference.py"}};
   for (const auto& s : specs) p.argv.insert(p.argv.end(), {"--print-sampler", s});
-  auto r = run_one(p, 60);
+  auto r = run_reference(p, /*served=*/true, 60);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   std::istringstream lines(r.output);
   for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("[served by ", 0) == 0) continue;
     if (line == "--") {  // the end of one spec
       out.emplace_back();
       continue;
@@ -330,9 +333,9 @@ TEST(DdpClass, BucketsMatchPyTorchsAtTheFirstIterationAndAfterTheRebuild) {
       torch::nn::functional::cross_entropy(model.forward(x), torch::randint(0, 10, {8})).backward();
     }
     const std::string rebuilt = describe(true);
-    auto py = run_one(ProcSpec{{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/trainer_reference.py",
-                                "--print-buckets", name}},
-                      60);
+    auto py = run_reference(ProcSpec{{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/trainer_reference.py",
+                                      "--print-buckets", name}},
+                            /*served=*/true, 60);
     ASSERT_EQ(py.exit_code, 0) << py.output;
     EXPECT_NE(py.output.find("first: " + first + "\n"), std::string::npos) << name << ": ours " << first << "\n" << py.output;
     EXPECT_NE(py.output.find("rebuilt: " + rebuilt + "\n"), std::string::npos) << name << ": ours " << rebuilt << "\n"
@@ -353,9 +356,9 @@ TEST(DdpClass, FirstBucketsAreOneUnlessFindUnusedParametersWithoutStaticGraphAsI
 #else
   const std::string dir = temp_dir();
   ddp::Group g = one_rank_group(dir);
-  auto py = run_one(ProcSpec{{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/trainer_reference.py",
-                              "--print-first-buckets", "mlp", "--print-first-buckets", "cnn"}},
-                    60);
+  auto py = run_reference(ProcSpec{{DDP_REFERENCE_PYTHON, std::string(DDP_SOURCE_DIR) + "/tests/trainer_reference.py",
+                                    "--print-first-buckets", "mlp", "--print-first-buckets", "cnn"}},
+                          /*served=*/true, 60);
   ASSERT_EQ(py.exit_code, 0) << py.output;
   for (const std::string name : {"mlp", "cnn"}) {
     auto first_buckets = [&](bool find_unused) {  // "sizes in bytes | each bucket's parameter indices"

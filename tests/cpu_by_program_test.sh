@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
-# tools/cpu_by_program.py (docs/tests.md, "Where the CPU goes"): a command's busy children are
-# counted by their program, processes running before it are not, and bad input exits 2.
+# tools/cpu_by_program.py (docs/tests.md, "Where the CPU goes"): a command's busy child is counted
+# under its program, a process running before the command is not, a raw file of the tool's first
+# version (which kept every process, those of its first sweep too) is summarised without those,
+# a command's exit code is passed on, and bad input exits 2.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/ddp-cpu-by-program.XXXXXX")
-trap 'rm -rf "$scratch"' EXIT
+before=""
+trap '[ -z "$before" ] || kill $before 2>/dev/null; rm -rf "$scratch"' EXIT
 fail() { echo "FAILED: $*"; exit 1; }
-# Running before the command, with a second of CPU spent by then: not the command's (its CPU
-# time is counted whole, so it would show).
-perl -e 'my $t = time + 1.2; 1 while time < $t; sleep 60' &
+# Programs of names no other test runs (ctest runs tests beside this one, and the tool counts the
+# whole machine): copies of perl and awk.
+cp "$(command -v perl)" "$scratch/ddp_cpu_before" && cp "$(command -v awk)" "$scratch/ddp_cpu_busy" || fail "could not copy perl and awk"
+# Running before the command, with a second of its own CPU spent by then (times(), not the
+# clock): not the command's. Its CPU is counted whole, so it would show.
+"$scratch/ddp_cpu_before" -e '1 while (times)[0] < 1.0; sleep 60' &
 before=$!
-trap 'kill $before 2>/dev/null; rm -rf "$scratch"' EXIT
-sleep 1.5
-# The command: two children of two programs, one busy for a second or more, one asleep.
+for _ in $(seq 1 100); do
+  [ "$(awk '{ print $14 }' "/proc/$before/stat" 2>/dev/null || echo 0)" -ge "$(getconf CLK_TCK)" ] && break
+  sleep 0.1
+done
+# The command: a busy child (a second or more of CPU) and a sleeping one.
 out=$(DDP_RESULTS_DIR=$scratch "$root/tools/cpu_by_program.py" --raw "$scratch/raw.json" -- \
-  bash -c 'awk "BEGIN { while (x < 1e8) x++ }"; sleep 0.5') || fail "it exited $? for a command that succeeded: $out"
+  bash -c "'$scratch/ddp_cpu_busy' 'BEGIN { while (x < 1e8) x++ }'; sleep 0.5") || fail "it exited $? for a command that succeeded: $out"
 echo "$out"
 result=$scratch/cpu_by_program.json
 [ -s "$result" ] || fail "no $result"
@@ -23,22 +31,40 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 progs = {p["program"]: p for p in r["programs"]}
 assert r["command"].startswith("tools/cpu_by_program.py -- bash -c"), r["command"]
-awk = [p for n, p in progs.items() if "awk" in n]
-assert awk and awk[0]["cpu_s"] >= 0.5 and awk[0]["processes"] == 1, f"awk's busy second not counted: {progs}"
-assert not any("perl" in n for n in progs), f"a process running before the command was counted: {progs}"
-assert r["machine_busy_core_s"] >= awk[0]["cpu_s"] - 0.2, r
-print(f"ok: awk {awk[0]['cpu_s']} s of CPU in 1 process; perl, busy before the command, left out")
+busy = progs.get("ddp_cpu_busy")
+assert busy and busy["cpu_s"] >= 0.5 and busy["processes"] == 1, f"the busy child's CPU was not counted under its program: {progs}"
+assert "ddp_cpu_before" not in progs, f"a process running before the command was counted: {progs}"
+assert r["machine_busy_core_s"] >= busy["cpu_s"] - 0.2, r
+print(f"ok: ddp_cpu_busy {busy['cpu_s']} s of CPU in 1 process; ddp_cpu_before, busy before the command, left out")
 PY
-# The raw file summarised again gives the same programs.
-again=$(DDP_RESULTS_DIR=$scratch/again "$root/tools/cpu_by_program.py" --summarise "$scratch/raw.json" --command "tools/cpu_by_program.py -- again") ||
-  fail "--summarise of its own raw file failed: $again"
-[ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["programs"] == json.load(open(sys.argv[2]))["programs"])' "$result" "$scratch/again/cpu_by_program.json")" = True ] ||
-  fail "--summarise of the raw file gave other programs"
-# A failing command's exit code is the tool's.
+# A raw file of the first version: every process kept, the first sweep's included. Those are
+# left out when it is summarised (here ddp_cpu_before, seen first at t=1.0; the others later).
+python3 - "$scratch/legacy.json" <<'PY'
+import json, sys
+procs = [["1:1", "perl", "/x/ddp_cpu_before", 500, 1.0, 9.0, "ddp_cpu_before"],
+         ["2:5", "awk", "/x/ddp_cpu_busy", 150, 1.2, 3.0, "ddp_cpu_busy a"],
+         ["3:6", "awk", "/x/ddp_cpu_busy", 50, 2.0, 3.0, "ddp_cpu_busy a"],
+         ["4:7", "f", "/x/fsdp (deleted)", 100, 2.0, 3.0, "fsdp"],
+         ["5:8", "f", "/x/fsdp", 100, 2.5, 3.0, "fsdp b"]]
+json.dump({"wall": 9, "busy_core_s": 12, "hz": 100, "procs": procs}, open(sys.argv[1], "w"))
+PY
+DDP_RESULTS_DIR=$scratch/legacy "$root/tools/cpu_by_program.py" --summarise "$scratch/legacy.json" --command "tools/cpu_by_program.py -- legacy" > /dev/null ||
+  fail "--summarise of a first version's raw file failed"
+python3 - "$scratch/legacy/cpu_by_program.json" <<'PY' || exit 1
+import json, sys
+r = json.load(open(sys.argv[1]))
+got = {p["program"]: (p["cpu_s"], p["processes"], p["command_lines"]) for p in r["programs"]}
+want = {"ddp_cpu_busy": (2.0, 2, 1), "fsdp": (2.0, 2, 2)}
+assert got == want, f"summarised {got}, not {want}"
+print("ok: a first version's raw file: its first sweep left out, two processes of one command line, a replaced program's file counted as the program")
+PY
+# A failing command's exit code is the tool's; a signal's as a shell gives it.
 DDP_RESULTS_DIR=$scratch "$root/tools/cpu_by_program.py" -- sh -c 'exit 3' > /dev/null; [ $? = 3 ] || fail "a command's exit 3 was not passed on"
+DDP_RESULTS_DIR=$scratch "$root/tools/cpu_by_program.py" -- sh -c 'kill -TERM $$' > /dev/null; code=$?
+[ $code = 143 ] || fail "a command ended by SIGTERM: the tool exited $code, not 143"
 for bad in "" "--raw" "--summarise $scratch/none.json --command x" "-- "; do
   # shellcheck disable=SC2086
   "$root/tools/cpu_by_program.py" $bad > /dev/null 2>&1; code=$?
   [ $code = 2 ] || fail "'tools/cpu_by_program.py $bad' exited $code, not 2"
 done
-echo "PASS: cpu_by_program counts a command's children by program, leaves out what ran before it, and refuses bad input with 2"
+echo "PASS: cpu_by_program counts a command's children by program, leaves out what ran before it, reads its first version's files, passes the exit code on, and refuses bad input with 2"

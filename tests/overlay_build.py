@@ -71,22 +71,26 @@ def unity_in_copy(unity, new_obj, source, copy):
 # Note [Overlays compiled unoptimised]
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # The tests compile some 30 objects a run this way (exercises' solutions, the gaming routes'
-# fakes, tests/overlay_test.sh): the compiler took 359 of the 1,564 s of CPU that the cpu tests'
-# programs took (results/cpu_by_program.json; docs/tests.md, "Where the CPU goes"), the largest
-# share after 05_ddp's.
-# Most of a file's time is the optimiser and code generation (chapter 03's main.cpp: 10.9 s at
-# the build's -O1, 6.6 s at -O0). So with Clang the objects compiled again here are compiled at
+# fakes, tests/overlay_test.sh), and in a run of the cpu tests the compiler took 359 of the
+# 1,564 s of CPU that the sampled programs took (results/cpu_by_program.json; docs/tests.md,
+# "Where the CPU goes"), the largest share after 05_ddp's. Most of a file's time is the optimiser
+# and code generation (chapter 03's main.cpp on a 2-core Xeon: 10.9 s of CPU at the build's -O1,
+# 5.2-5.9 s at -O0 in two tries). So with Clang the objects compiled again here are compiled at
 # -O0, against a copy of the build's precompiled header made at -O0 once per build folder
-# (OVERLAY_PCH_DIR below; Clang refuses a header precompiled at another level). The programs
-# compute the same bits: the arithmetic is LibTorch's, and what our own files compute is IEEE
-# arithmetic in the same order at either level. A multiply-add is the one place where a level
-# could decide, fused or not: Clang marks a*b+c in one expression (-ffp-contract=on) at every
-# level, and -mllvm -fast-isel=false has -O0 select instructions as -O1 does, fusing where the
-# CPU has the instruction (arm64) as -O1 would. tests/overlay_test.sh holds it: a program built
-# here ends an SGD and an AdamW run with the build's own fingerprints. No check times a program
-# built here (05.10's, which measures, has no solution to build). GCC's precompiled headers
-# work otherwise: with GCC nothing changes.
+# (OVERLAY_PCH_DIR below; Clang refuses a header precompiled at another level). GCC's precompiled
+# headers work otherwise: with GCC, or a build whose header's command is not in the database,
+# nothing changes.
+# The programs are expected to compute the same bits, not guaranteed to: the arithmetic is
+# LibTorch's, already compiled, and our files' own is IEEE arithmetic in the order written at
+# either level. A multiply-add is where a level could decide, fused or not: Clang marks a*b+c
+# written in one expression (-ffp-contract=on) at every level, and both levels fuse it where the
+# target has the instruction (arm64; x86-64 without -march has none, so nothing fuses there); but
+# -O1 may also fold one whose operands all became constants after inlining. tests/overlay_test.sh
+# holds it where it runs: the program built here ends two-rank SGD and AdamW runs with weight
+# decay (AdamW's decay is such a multiply-add) with the build's own fingerprints. No check times a
+# program built here (05.10's, which measures, has no solution to build).
 OVERLAY_PCH_DIR = "overlay-unoptimised"
+OPT_LEVELS = ("-O1", "-O2", "-O3", "-Os", "-Og")
 
 
 def is_clang(args):
@@ -94,17 +98,21 @@ def is_clang(args):
 
 
 def unoptimised(args, build, d, db):
-    """A compile command of BUILD at -O0 (see the Note), its precompiled header made so if needed."""
+    """A compile command of BUILD at -O0 (see the Note), its precompiled header made so if needed;
+    the command as it is with GCC, or when the header's own command cannot be found."""
     if not is_clang(args):
         return args
     out = []
     k = 0
     while k < len(args):
         a = args[k]
-        if a in ("-O1", "-O2", "-O3", "-Os", "-Og"):
-            out += ["-O0", "-mllvm", "-fast-isel=false"]
+        if a in OPT_LEVELS:
+            out.append("-O0")  # each level given, so that none is left to override it
         elif a == "-include-pch" and out and out[-1] == "-Xclang" and k + 2 < len(args):
-            out += [a, args[k + 1], unoptimised_pch(os.path.normpath(os.path.join(d, args[k + 2])), build, db)]
+            pch = unoptimised_pch(os.path.normpath(os.path.join(d, args[k + 2])), build, db)
+            if pch is None:
+                return args
+            out += [a, args[k + 1], pch]
             k += 3
             continue
         else:
@@ -115,7 +123,8 @@ def unoptimised(args, build, d, db):
 
 def unoptimised_pch(pch, build, db):
     """BUILD's precompiled header PCH made again at -O0, once per build folder (shared by the
-    tests that run at once: made under a lock, then renamed into place)."""
+    tests that run at once: made under a lock, into one temporary name that a run killed midway
+    leaves for the next to overwrite, then renamed into place); None if no command makes PCH."""
     made = os.path.join(build, OVERLAY_PCH_DIR, os.path.relpath(pch, build))
     if os.path.exists(made) and os.path.getmtime(made) >= os.path.getmtime(pch):
         return made
@@ -124,20 +133,18 @@ def unoptimised_pch(pch, build, db):
         if "-o" in args and os.path.normpath(os.path.join(entry["directory"], args[args.index("-o") + 1])) == pch:
             break
     else:
-        fail(f"no compile command makes {pch}")
+        print(f"overlay_build: no command in the database makes {pch}: compiling at the build's level", flush=True)
+        return None
     os.makedirs(os.path.dirname(made), exist_ok=True)
     with open(os.path.join(build, OVERLAY_PCH_DIR, "lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if os.path.exists(made) and os.path.getmtime(made) >= os.path.getmtime(pch):
             return made
-        tmp = f"{made}.{os.getpid()}"
-        cmd = [a for a in args]
+        tmp = made + ".tmp"
+        cmd = [("-O0" if a in OPT_LEVELS else a) for a in args]
         cmd[cmd.index("-o") + 1] = tmp
-        cmd = [("-O0" if a in ("-O1", "-O2", "-O3", "-Os", "-Og") else a) for a in cmd]
         print(f"overlay_build: precompiling the build's header at -O0, once ({os.path.relpath(pch, build)})", flush=True)
         if subprocess.run(cmd, cwd=entry["directory"]).returncode != 0:
-            if os.path.exists(tmp):
-                os.remove(tmp)
             fail(f"precompiling {pch} at -O0 failed")
         os.replace(tmp, made)
     return made

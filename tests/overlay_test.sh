@@ -4,7 +4,8 @@
 # student's solution may edit any file, headers too, not only those a solution patch edits.
 # And the program it builds, its files compiled again without optimising (Note [Overlays
 # compiled unoptimised] in overlay_build.py), computes the build's own bits: the DDP class, the
-# trainer, SGD and AdamW compiled again end two-rank runs with the build's fingerprints.
+# trainer, SGD and AdamW compiled again end two-rank runs with weight decay (AdamW's is a
+# multiply-add, which a target with the instruction fuses) with the build's fingerprints.
 # Usage: tests/overlay_test.sh <build folder>
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,19 +39,19 @@ grep -q "CHANGED_IN_THE_COPY AND_IN_ITS_HEADER" <<< "$help" ||
   { echo "FAILED: the program built from the copy does not have the copy's change to $file and to $header"; exit 1; }
 help=$("$build/05_ddp" --help)
 grep -q CHANGED_IN_THE_COPY <<< "$help" && { echo "FAILED: the build's own program changed"; exit 1; }
-# The same bits, unoptimised: SGD and AdamW, two ranks, each run by both programs.
+# The same bits, unoptimised: SGD and AdamW with weight decay, two ranks, each run by both programs.
 fingerprint() {  # <05_ddp> <name> <flags...>: the run's fingerprint line
   local bin=$1 name=$2
   shift 2
   "$bin" --nproc-per-node 2 --max-steps 10 --log-every 100 --out "$scratch/runs/$name" "$@" 2>&1 | grep -o "params fingerprint [0-9a-f]*"
 }
 for optimizer in sgd adamw; do
-  flags=(--optimizer "$optimizer")
+  flags=(--optimizer "$optimizer" --weight-decay 0.01)
   [ "$optimizer" = adamw ] && flags+=(--lr 1e-3)
   ours=$(fingerprint "$scratch/bin/05_ddp" "overlay-$optimizer" "${flags[@]}")
   theirs=$(fingerprint "$build/05_ddp" "build-$optimizer" "${flags[@]}")
   [ -n "$ours" ] && [ "$ours" = "$theirs" ] ||
     { echo "FAILED: $optimizer: the program built unoptimised printed '${ours:-no fingerprint}', the build's '${theirs:-no fingerprint}'"; exit 1; }
-  echo "overlay: $optimizer, two ranks, 10 steps: the same $ours as the build's own program"
+  echo "overlay: $optimizer with weight decay, two ranks, 10 steps: the same $ours as the build's own program"
 done
 echo "overlay: a change to $file, compiled together with its neighbours, and to a header, is in the program built from the copy"

@@ -84,8 +84,8 @@ def unity_in_copy(unity, new_obj, source, copy):
 # LibTorch's, already compiled, and our files' own is IEEE arithmetic in the order written at
 # either level. A multiply-add is where a level could decide, fused or not: Clang marks a*b+c
 # written in one expression (-ffp-contract=on) at every level, and both levels fuse it where the
-# target has the instruction (arm64; x86-64 without -march has none, so nothing fuses there); but
-# -O1 may also fold one whose operands all became constants after inlining. tests/overlay_test.sh
+# target has the instruction (arm64; the x86-64 baseline the build targets has none, so nothing
+# fuses there); but -O1 may also fold one whose operands all became constants after inlining. tests/overlay_test.sh
 # holds it where it runs: the program built here ends two-rank SGD and AdamW runs with weight
 # decay (AdamW's decay is such a multiply-add) with the build's own fingerprints. No check times a
 # program built here (05.10's, which measures, has no solution to build).

@@ -85,16 +85,22 @@ def unity_in_copy(unity, new_obj, source, copy):
 # either level. A multiply-add is where a level could decide, fused or not: Clang marks a*b+c
 # written in one expression (-ffp-contract=on) at every level, and both levels fuse it where the
 # target has the instruction (arm64; the x86-64 baseline the build targets has none, so nothing
-# fuses there); but -O1 may also fold one whose operands all became constants after inlining. tests/overlay_test.sh
-# holds it where it runs: the program built here ends two-rank SGD and AdamW runs with weight
-# decay (AdamW's decay is such a multiply-add) with the build's own fingerprints. No check times a
-# program built here (05.10's, which measures, has no solution to build).
+# fuses there); but -O1 may also fold one whose operands all became constants after inlining.
+# tests/overlay_test.sh holds it where it runs: the program built here ends two-rank SGD and AdamW
+# runs with weight decay (AdamW's decay is such a multiply-add) with the build's own
+# fingerprints. No check times a program built here (05.10's, which measures, has no solution to
+# build).
 OVERLAY_PCH_DIR = "overlay-unoptimised"
 OPT_LEVELS = ("-O1", "-O2", "-O3", "-Os", "-Og")
 
 
 def is_clang(args):
     return "clang" in os.path.basename(args[0])
+
+
+def at_o0(args):
+    """The command with each optimisation level given replaced by -O0, so that none overrides it."""
+    return [("-O0" if a in OPT_LEVELS else a) for a in args]
 
 
 def unoptimised(args, build, d, db):
@@ -106,9 +112,7 @@ def unoptimised(args, build, d, db):
     k = 0
     while k < len(args):
         a = args[k]
-        if a in OPT_LEVELS:
-            out.append("-O0")  # each level given, so that none is left to override it
-        elif a == "-include-pch" and out and out[-1] == "-Xclang" and k + 2 < len(args):
+        if a == "-include-pch" and out and out[-1] == "-Xclang" and k + 2 < len(args):
             pch = unoptimised_pch(os.path.normpath(os.path.join(d, args[k + 2])), build, db)
             if pch is None:
                 return args
@@ -118,7 +122,7 @@ def unoptimised(args, build, d, db):
         else:
             out.append(a)
         k += 1
-    return out
+    return at_o0(out)
 
 
 def unoptimised_pch(pch, build, db):
@@ -126,7 +130,8 @@ def unoptimised_pch(pch, build, db):
     tests that run at once: made under a lock, into one temporary name that a run killed midway
     leaves for the next to overwrite, then renamed into place); None if no command makes PCH."""
     made = os.path.join(build, OVERLAY_PCH_DIR, os.path.relpath(pch, build))
-    if os.path.exists(made) and os.path.getmtime(made) >= os.path.getmtime(pch):
+    fresh = lambda: os.path.exists(made) and os.path.getmtime(made) >= os.path.getmtime(pch)  # noqa: E731
+    if fresh():
         return made
     for entry in db:
         args = shlex.split(entry["command"])
@@ -138,10 +143,10 @@ def unoptimised_pch(pch, build, db):
     os.makedirs(os.path.dirname(made), exist_ok=True)
     with open(os.path.join(build, OVERLAY_PCH_DIR, "lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if os.path.exists(made) and os.path.getmtime(made) >= os.path.getmtime(pch):
+        if fresh():  # made by another test while this one waited
             return made
         tmp = made + ".tmp"
-        cmd = [("-O0" if a in OPT_LEVELS else a) for a in args]
+        cmd = at_o0(args)
         cmd[cmd.index("-o") + 1] = tmp
         print(f"overlay_build: precompiling the build's header at -O0, once ({os.path.relpath(pch, build)})", flush=True)
         if subprocess.run(cmd, cwd=entry["directory"]).returncode != 0:

@@ -108,21 +108,12 @@ def summarise(data, first_sweep_only=False):
 
 
 def write_result(command, data, rows):
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    out_dir = os.environ.get("DDP_RESULTS_DIR") or (
-        os.path.join(root, "results") if os.environ.get("DDP_RECORD_RESULTS") == "1" else os.path.join(os.environ.get("TMPDIR", "/tmp"), "ddp-results"))
-    os.makedirs(out_dir, exist_ok=True)
-    cpu = subprocess.run(["bash", "-c", f"source '{root}/scripts/results.sh' && result_cpu"], capture_output=True, text=True).stdout.strip()
+    """results/cpu_by_program.json, through bench/results.py (scripts/results.sh's Python twin)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
+    from results import write_result as write  # noqa: E402: the course's one writer of result files
     programs = [{"program": n, "cpu_s": c, "processes": k, "command_lines": d} for n, c, k, d in rows if c >= 0.5]
-    result = {"command": command, "cpu": cpu or "unknown CPU", "date": time.strftime("%Y-%m-%d", time.gmtime()),
-              "wall_s": round(data["wall"]), "machine_busy_core_s": round(data["busy_core_s"]),
-              "sampled_core_s": round(sum(r[1] for r in rows)), "programs": programs}
-    path = os.path.join(out_dir, "cpu_by_program.json")
-    with open(path + ".tmp", "w") as f:
-        json.dump(result, f, indent=1)
-        f.write("\n")
-    os.replace(path + ".tmp", path)
-    print(f"wrote {path}")
+    write("cpu_by_program", command, {"wall_s": round(data["wall"]), "machine_busy_core_s": round(data["busy_core_s"]),
+                                      "sampled_core_s": round(sum(r[1] for r in rows)), "programs": programs})
 
 
 def main(argv):

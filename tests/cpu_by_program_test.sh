@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tools/cpu_by_program.py (docs/tests.md, "Where the CPU goes"): a command's busy child is counted
-# under its program, a process running before the command is not, a raw file of the tool's first
+# under its program, a process running before the command is not, a process under a ctest is
+# counted under its test, a raw file of the tool's first
 # version (which kept every process, those of its first sweep too) is summarised without those,
 # a command's exit code is passed on, and bad input exits 2.
 set -uo pipefail
@@ -37,6 +38,25 @@ assert "ddp_cpu_before" not in progs, f"a process running before the command was
 assert r["machine_busy_core_s"] >= busy["cpu_s"] - 0.2, r
 print(f"ok: ddp_cpu_busy {busy['cpu_s']} s of CPU in 1 process; ddp_cpu_before, busy before the command, left out")
 PY
+# By test: under a ctest (a copy of bash of that name), a GoogleTest's CPU counts under its filter's
+# name (with its program's where the filter names many tests), and a test that runs a ctest of its own keeps what runs under that one (the outermost).
+cp "$(command -v bash)" "$scratch/ctest" || fail "could not copy bash"
+busy_loop="'$scratch/ddp_cpu_busy' 'BEGIN { while (x < 1e8) x++ }'"
+echo "'$scratch/ctest' '$scratch/inner.sh'; true" > "$scratch/outer.sh"
+echo "$busy_loop inner; true" > "$scratch/inner.sh"
+DDP_RESULTS_DIR=$scratch/bytest "$root/tools/cpu_by_program.py" -- "$scratch/ctest" -c \
+  "$busy_loop --gtest_filter=Fake.ByItsFilter; $busy_loop --gtest_filter=Fake.*; bash '$scratch/outer.sh'; true" > /dev/null ||
+  fail "a command under a ctest failed"
+python3 - "$scratch/bytest/cpu_by_program.json" "bash $scratch/outer.sh" <<'PY' || exit 1
+import json, sys
+r = json.load(open(sys.argv[1]))
+tests = {t["test"].strip(): t["cpu_s"] for t in r.get("tests", [])}
+assert tests.get("Fake.ByItsFilter", 0) >= 0.5, f"a GoogleTest's CPU is not under its filter's name: {tests}"
+assert tests.get("ddp_cpu_busy --gtest_filter=Fake.*", 0) >= 0.5, f"a filter of many tests is not named with its program: {tests}"
+assert tests.get(sys.argv[2], 0) >= 0.5, f"the CPU under a test's own ctest is not the test's: {tests}"
+assert not any("inner" in t for t in tests), f"a test inside a test's own ctest was counted apart: {tests}"
+print(f"ok: by test, {tests}")
+PY
 # A raw file of the first version: every process kept, the first sweep's included. Those are
 # left out when it is summarised (here ddp_cpu_before, seen first at t=1.0; the others later).
 python3 - "$scratch/legacy.json" <<'PY'
@@ -67,4 +87,4 @@ for bad in "" "--raw" "--summarise $scratch/none.json --command x" "-- "; do
   "$root/tools/cpu_by_program.py" $bad > /dev/null 2>&1; code=$?
   [ $code = 2 ] || fail "'tools/cpu_by_program.py $bad' exited $code, not 2"
 done
-echo "PASS: cpu_by_program counts a command's children by program, leaves out what ran before it, reads its first version's files, passes the exit code on, and refuses bad input with 2"
+echo "PASS: cpu_by_program counts a command's children by program and by test, leaves out what ran before it, reads its first version's files, passes the exit code on, and refuses bad input with 2"

@@ -13,6 +13,11 @@ about one start of the program, which for a LibTorch program costs about 0.3 s o
 main(): docs/tests.md, "Where the CPU goes"). Beside them: the wall time, and the CPU the whole
 machine was busy for (from /proc/stat) in that time.
 
+By test, too: a process is counted under the test it runs in, the outermost of its ancestors
+(or itself) that a ctest started within the command (a test's line: `ddp_tests --gtest_filter=NAME` is NAME, a script its command line),
+looked up once, when the process is first seen; one that no ctest started, or whose ancestors
+had ended by then (an orphan is adopted by init), is counted under "(no test)".
+
 What it cannot see: a process that lives less than one sample (0.15 s) is missed, and a process
 is counted up to its last sample (up to 0.15 s of its CPU lost: with thousands of processes, a
 good part of the gap between the programs' sum and the machine's busy time); processes that
@@ -37,29 +42,89 @@ def busy_ticks():
     return v[0] + v[1] + v[2] + v[5] + v[6]  # user, nice, system, irq, softirq (guest is in user; steal is not ours)
 
 
-def sweep(seen, now):
+def read_stat(pid):
+    """(comm, ppid, ticks, start time) of a process, from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        s = f.read()
+    rest = s[s.rindex(")") + 2:].split()
+    return s[s.index("(") + 1:s.rindex(")")], int(rest[1]), int(rest[11]) + int(rest[12]), rest[19]
+
+
+def command_line(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read(300).replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def test_name(line):
+    """A test's name from its process's command line: the GoogleTest it filters, or the line (a
+    filter of many tests, with the program's name)."""
+    words = line.split()
+    for word in words:
+        if word.startswith("--gtest_filter="):
+            name = word[len("--gtest_filter="):]
+            return name if not any(c in name for c in "*?:") else f"{os.path.basename(words[0])} {word}"
+    return line.strip()[:120]
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def shown(test):
+    """A test's name as the result file keeps it: paths in this repository relative to it."""
+    return test.replace(ROOT + "/", "")
+
+
+def test_of(pid, ppid, tests):
+    """The test a process runs under: its outermost ancestor (or itself) whose parent is ctest, so
+    that a test which runs ctest itself keeps its own processes; the walk up stops at this tool,
+    so that under a ctest of its own (the tool's test) the outermost is the command's. tests
+    caches the answer of each ancestor walked below that test's process, by pid and start time
+    (ctest and what is above it may have another answer, and are asked again)."""
+    chain, name, cut = [], None, 0
+    child, parent = pid, ppid
+    for _ in range(64):
+        if parent <= 1 or parent == os.getpid():
+            break
+        try:
+            comm, grand, _, start = read_stat(parent)
+        except (OSError, ValueError, IndexError):
+            break
+        known = tests.get((parent, start))
+        if known is not None:
+            if known != NO_TEST:  # an ancestor's test is the outermost: everything walked is under it
+                name, cut = known, len(chain)
+            break
+        if comm == "ctest":
+            name, cut = test_name(command_line(child)), len(chain)
+        chain.append((parent, start))
+        child, parent = parent, grand
+    for k in chain[:cut]:
+        tests[k] = name
+    return name or NO_TEST
+
+
+NO_TEST = "(no test)"
+
+
+def sweep(seen, now, tests):
     for p in os.listdir("/proc"):
         if not p.isdigit():
             continue
         try:
-            with open(f"/proc/{p}/stat") as f:
-                s = f.read()
-            rest = s[s.rindex(")") + 2:].split()
-            ticks = int(rest[11]) + int(rest[12])
-            key = p + ":" + rest[19]  # pid and start time: one process, across exec
+            comm, ppid, ticks, start = read_stat(p)
+            key = p + ":" + start  # pid and start time: one process, across exec
             e = seen.get(key)
             try:
                 exe = os.readlink(f"/proc/{p}/exe")
             except OSError:
                 exe = "?"
             if e is None or (exe != "?" and exe != e[1]):  # new, or it has exec'd since: its command line again
-                try:
-                    with open(f"/proc/{p}/cmdline", "rb") as f:
-                        cl = f.read(300).replace(b"\0", b" ").decode(errors="replace")
-                except OSError:
-                    cl = ""
+                cl = command_line(p)
                 if e is None:
-                    seen[key] = [s[s.index("(") + 1:s.rindex(")")], exe, ticks, now, now, cl]
+                    seen[key] = [comm, exe, ticks, now, now, cl, test_of(int(p), ppid, tests)]
                 else:
                     e[1], e[2], e[4], e[5] = exe, ticks, now, cl
             else:
@@ -70,9 +135,9 @@ def sweep(seen, now):
 
 def run(command, raw):
     hz = os.sysconf("SC_CLK_TCK")
-    seen = {}
+    seen, tests = {}, {}
     t0 = time.time()
-    sweep(seen, t0)
+    sweep(seen, t0, tests)
     before = set(seen)  # running before the command: not its
     b0 = busy_ticks()
     child = subprocess.Popen(command)
@@ -80,7 +145,7 @@ def run(command, raw):
     signal.signal(signal.SIGTERM, lambda *a: child.send_signal(signal.SIGTERM))
     while child.poll() is None:
         time.sleep(PERIOD_S)
-        sweep(seen, time.time())
+        sweep(seen, time.time(), tests)
     data = {"wall": time.time() - t0, "busy_core_s": (busy_ticks() - b0) / hz, "hz": hz, "exit": child.returncode,
             "procs": [[k] + v for k, v in seen.items() if k not in before]}
     if raw:
@@ -96,7 +161,9 @@ def summarise(data, first_sweep_only=False):
         t_first = min(p[4] for p in procs)
         procs = [p for p in procs if p[4] > t_first]
     by = collections.defaultdict(lambda: [0.0, 0, set()])
-    for _key, comm, exe, ticks, _first, _last, cl in procs:
+    by_test = collections.Counter()
+    for _key, comm, exe, ticks, _first, _last, cl, *test in procs:  # a raw file before tests were kept has none
+        by_test[shown(test[0]) if test else NO_TEST] += ticks / hz
         name = os.path.basename(exe) if exe != "?" else comm
         if name.endswith(" (deleted)"):  # its file replaced while it ran (a build): the same program
             name = name[: -len(" (deleted)")]
@@ -104,16 +171,22 @@ def summarise(data, first_sweep_only=False):
         by[name][1] += 1
         by[name][2].add(cl)
     rows = sorted(((n, round(c, 1), k, len(d)) for n, (c, k, d) in by.items()), key=lambda r: -r[1])
-    return rows
+    tests = sorted(((t, round(c, 1)) for t, c in by_test.items()), key=lambda r: -r[1])
+    return rows, tests
 
 
-def write_result(command, data, rows):
+def write_result(command, data, rows, tests):
     """results/cpu_by_program.json, through bench/results.py (scripts/results.sh's Python twin)."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
     from results import write_result as write  # noqa: E402: the course's one writer of result files
     programs = [{"program": n, "cpu_s": c, "processes": k, "command_lines": d} for n, c, k, d in rows if c >= 0.5]
-    write("cpu_by_program", command, {"wall_s": round(data["wall"]), "machine_busy_core_s": round(data["busy_core_s"]),
-                                      "sampled_core_s": round(sum(r[1] for r in rows)), "programs": programs})
+    # The CPU to a tenth: a whole number would make a 1.4 s command's machine 1 s busy.
+    fields = {"wall_s": round(data["wall"]), "machine_busy_core_s": round(data["busy_core_s"], 1),
+              "sampled_core_s": round(sum(r[1] for r in rows), 1), "programs": programs}
+    if any(t != NO_TEST for t, _ in tests):
+        total = sum(c for _, c in tests)  # what the samples saw, under a test or not
+        fields["tests"] = [{"test": t, "cpu_s": c, "share_pct": round(100 * c / total, 1)} for t, c in tests if c >= 0.5]
+    write("cpu_by_program", command, fields)
 
 
 def main(argv):
@@ -126,7 +199,7 @@ def main(argv):
             print(f"cpu_by_program: {argv[1]}: not a raw file of --raw ({e})", file=sys.stderr)
             return 2
         command = argv[3]
-        rows = summarise(data, first_sweep_only="exit" not in data)
+        rows, tests = summarise(data, first_sweep_only="exit" not in data)
     else:
         if argv[:1] == ["--raw"] and len(argv) > 2:
             raw, argv = argv[1], argv[2:]
@@ -135,12 +208,16 @@ def main(argv):
             return 2
         command = "tools/cpu_by_program.py -- " + " ".join(argv[1:])
         data = run(argv[1:], raw)
-        rows = summarise(data)
+        rows, tests = summarise(data)
     print(f"{command}: {data['wall']:.0f} s, the machine busy for {data['busy_core_s']:.0f} core-s")
     print(f"{'CPU s':>8} {'procs':>6} {'lines':>6}  program")
     for n, c, k, d in rows[:25]:
         print(f"{c:8.1f} {k:6d} {d:6d}  {n}")
-    write_result(command, data, rows)
+    if any(t != NO_TEST for t, _ in tests):
+        print(f"{'CPU s':>8}  test (the ctest child a process runs under)")
+        for t, c in tests[:25]:
+            print(f"{c:8.1f}  {t}")
+    write_result(command, data, rows, tests)
     code = data.get("exit", 0) or 0
     return 128 - code if code < 0 else code  # ended by a signal: as a shell says it
 

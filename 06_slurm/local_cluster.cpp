@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -266,8 +267,12 @@ int run_local(const JobSpec& spec) {
     log(std::to_string(spec.nodes) + " node(s) as hosts on " + describe_rate(spec.link_bits_per_s) + " links to one bridge (node0 = " +
         hosts->address(0) + ", ...)");
   }
-  char tmpl[] = "/tmp/06_slurm_local_XXXXXX";
-  if (!::mkdtemp(tmpl)) throw std::runtime_error(std::string("mkdtemp: ") + std::strerror(errno));
+  // Under $TMPDIR, as mktemp(1) puts its folders: a simulator killed with SIGKILL cannot remove
+  // its own, so a test that kills one gives it a TMPDIR of its own to remove.
+  const char* tmp = std::getenv("TMPDIR");
+  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/06_slurm_local_XXXXXX";
+  if (tmpl.find('\'') != std::string::npos) throw UsageError("TMPDIR '" + std::string(tmp) + "' has a quote, which the stand-ins' scripts cannot hold");
+  if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp " + tmpl + ": " + std::strerror(errno));
   const std::string sim_dir = tmpl;
   struct Removed {  // on every way out, an exception's included: no run leaves its folder behind
     std::string dir;

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -138,10 +140,11 @@ TEST(Links, TheCostModelRunsBetweenHostsInOneCommand) {
 
 // Killed with SIGKILL, the launcher can run no clean-up: the kernel must do it. Every namespace
 // seen during the run is gone after it, and the host's links and named namespaces are as before.
-void expect_nothing_left_behind(const std::vector<std::string>& argv, const std::string& ready_line) {
+void expect_nothing_left_behind(const std::vector<std::string>& argv, const std::string& ready_line,
+                                const std::map<std::string, std::string>& env = {}) {
   const std::set<std::string> before = net_namespaces();
   const std::string host_before = host_network();
-  ProcSpec launcher{argv};
+  ProcSpec launcher{argv, env};
   launcher.signal = SIGKILL;
   launcher.signal_after_s = 8;
   // Looked at four times a second until the kill: a loaded machine may take seconds to set up.
@@ -180,13 +183,19 @@ TEST(Links, NothingIsLeftBehindWhenTheLauncherIsKilled) {
 
 // The job must still be training when it is killed, 8 s in: endless epochs (with the default 3,
 // 18 steps, a fast machine ended the job first and nothing was killed).
+// The simulator's own folder, which a SIGKILL leaves, is made under the TMPDIR it is given (the
+// test's folder, removed after it), not in /tmp.
 TEST(Links, NothingIsLeftBehindWhenTheSimulatedSlurmIsKilled) {
   SKIP_WITHOUT_NAMESPACES();
   const std::string dir = temp_dir();
+  std::filesystem::create_directories(dir + "/tmp");
   expect_nothing_left_behind({"06_slurm", "--local", "--nodes", "2", "--tasks-per-node", "1", "--link", "100mbit", "--out-dir", dir,
                               "--", "--model", "cnn", "--epochs", "100000", "--train-samples", "768", "--test-samples", "100",
                               "--log-every", "1", "--timeout", "60"},
-                             "step 1");
+                             "step 1", {{"TMPDIR", dir + "/tmp"}});
+  int folders = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/tmp")) folders += e.path().filename().string().rfind("06_slurm_local_", 0) == 0;
+  EXPECT_EQ(folders, 1) << "the killed simulator's folder is not in the TMPDIR it was given";
   std::system(("rm -rf " + dir).c_str());
 }
 

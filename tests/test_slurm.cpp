@@ -175,6 +175,10 @@ TEST(SlurmSubmitter, BadFlagsAreRefusedWithExit2AndTheReason) {
   auto srun = run_one({{dir + "/srun", "--nodes=1", "true"}}, 30);
   EXPECT_EQ(srun.exit_code, 2) << srun.output;
   EXPECT_NE(srun.output.find("srun: no simulated job here"), std::string::npos) << srun.output;
+  // The simulator's folder goes under TMPDIR, into scripts that single quotes hold.
+  auto quoted = run_one({{"06_slurm", "--local", "--out-dir", dir}, {{"TMPDIR", dir + "/it's"}}}, 30);
+  EXPECT_EQ(quoted.exit_code, 2) << quoted.output;
+  EXPECT_NE(quoted.output.find("TMPDIR '" + dir + "/it's' has a quote"), std::string::npos) << quoted.output;
   std::system(("rm -rf " + dir).c_str());
 }
 

@@ -36,6 +36,7 @@ busy = progs.get("ddp_cpu_busy")
 assert busy and busy["cpu_s"] >= 0.5 and busy["processes"] == 1, f"the busy child's CPU was not counted under its program: {progs}"
 assert "ddp_cpu_before" not in progs, f"a process running before the command was counted: {progs}"
 assert r["machine_busy_core_s"] >= busy["cpu_s"] - 0.2, r
+assert "tests" not in r, f"a command with no ctest in it has tests: {r['tests']}"
 print(f"ok: ddp_cpu_busy {busy['cpu_s']} s of CPU in 1 process; ddp_cpu_before, busy before the command, left out")
 PY
 # By test: under a ctest (a copy of bash of that name), a GoogleTest's CPU counts under its filter's
@@ -55,6 +56,8 @@ assert tests.get("Fake.ByItsFilter", 0) >= 0.5, f"a GoogleTest's CPU is not unde
 assert tests.get("ddp_cpu_busy --gtest_filter=Fake.*", 0) >= 0.5, f"a filter of many tests is not named with its program: {tests}"
 assert tests.get(sys.argv[2], 0) >= 0.5, f"the CPU under a test's own ctest is not the test's: {tests}"
 assert not any("inner" in t for t in tests), f"a test inside a test's own ctest was counted apart: {tests}"
+shares = {t["test"]: t["share_pct"] for t in r["tests"]}
+assert 25 <= shares["Fake.ByItsFilter"] <= 40, f"each of three equal loops is not about a third of the CPU: {shares}"
 print(f"ok: by test, {tests}")
 PY
 # A raw file of the first version: every process kept, the first sweep's included. Those are

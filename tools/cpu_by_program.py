@@ -13,10 +13,11 @@ about one start of the program, which for a LibTorch program costs about 0.3 s o
 main(): docs/tests.md, "Where the CPU goes"). Beside them: the wall time, and the CPU the whole
 machine was busy for (from /proc/stat) in that time.
 
-By test, too: a process is counted under the test it runs in, the outermost of its ancestors
-(or itself) that a ctest started within the command (a test's line: `ddp_tests --gtest_filter=NAME` is NAME, a script its command line),
-looked up once, when the process is first seen; one that no ctest started, or whose ancestors
-had ended by then (an orphan is adopted by init), is counted under "(no test)".
+By test, too: a process of the command is counted under the test it runs in, the outermost of
+its ancestors (or itself) that a ctest started. A GoogleTest is named by its filter, a script
+by its command line. The test is looked up when a process is first seen and when it execs. A
+process outside the command, one that no ctest started, and one whose parents had ended by
+then (an orphan is adopted by init) are counted under "(no test)".
 
 What it cannot see: a process that lives less than one sample (0.15 s) is missed, and a process
 is counted up to its last sample (up to 0.15 s of its CPU lost: with thousands of processes, a
@@ -66,7 +67,7 @@ def test_name(line):
         if word.startswith("--gtest_filter="):
             name = word[len("--gtest_filter="):]
             return name if not any(c in name for c in "*?:") else f"{os.path.basename(words[0])} {word}"
-    return line.strip()[:120]
+    return line.strip()
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -74,33 +75,37 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def shown(test):
     """A test's name as the result file keeps it: paths in this repository relative to it."""
-    return test.replace(ROOT + "/", "")
+    return test.replace(ROOT + "/", "")[:120]
 
 
 def test_of(pid, ppid, tests):
-    """The test a process runs under: its outermost ancestor (or itself) whose parent is ctest, so
-    that a test which runs ctest itself keeps its own processes; the walk up stops at this tool,
-    so that under a ctest of its own (the tool's test) the outermost is the command's. tests
-    caches the answer of each ancestor walked below that test's process, by pid and start time
-    (ctest and what is above it may have another answer, and are asked again)."""
-    chain, name, cut = [], None, 0
+    """The test a process of the command runs under: its outermost ancestor (or itself) whose
+    parent is a ctest, so that a test which runs ctest itself keeps its own processes. Only a
+    process whose ancestors lead to this tool is the command's; any other is under no test.
+    tests caches, by pid and start time, the answer of each ancestor walked below the test's own
+    process (a ctest and what is above it may have another)."""
+    chain, name, cut, inside = [], None, 0, False
     child, parent = pid, ppid
     for _ in range(64):
-        if parent <= 1 or parent == os.getpid():
+        if parent == os.getpid():
+            inside = True
+            break
+        if parent <= 1:
             break
         try:
             comm, grand, _, start = read_stat(parent)
         except (OSError, ValueError, IndexError):
             break
         known = tests.get((parent, start))
-        if known is not None:
-            if known != NO_TEST:  # an ancestor's test is the outermost: everything walked is under it
-                name, cut = known, len(chain)
+        if known is not None:  # only the command's processes are cached: an ancestor's test is the outermost
+            name, cut, inside = known, len(chain), True
             break
         if comm == "ctest":
             name, cut = test_name(command_line(child)), len(chain)
         chain.append((parent, start))
         child, parent = parent, grand
+    if not inside:
+        return NO_TEST
     for k in chain[:cut]:
         tests[k] = name
     return name or NO_TEST
@@ -125,8 +130,8 @@ def sweep(seen, now, tests):
                 cl = command_line(p)
                 if e is None:
                     seen[key] = [comm, exe, ticks, now, now, cl, test_of(int(p), ppid, tests)]
-                else:
-                    e[1], e[2], e[4], e[5] = exe, ticks, now, cl
+                else:  # a test's own process, seen between ctest's fork and its exec, had ctest's line
+                    e[1], e[2], e[4], e[5], e[6] = exe, ticks, now, cl, test_of(int(p), ppid, tests)
             else:
                 e[2], e[4] = ticks, now
         except (OSError, ValueError, IndexError):

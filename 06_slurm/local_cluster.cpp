@@ -260,19 +260,35 @@ std::string run_once(const JobSpec& spec, int job_id, int restart, const std::st
 int run_local(const JobSpec& spec) {
   if (spec.gpus_per_node > 0) throw UsageError("--local runs the ranks on this machine's CPU with Gloo: drop --gpus-per-node");
   set_log_identity("slurm (local)");
-  // --link first: refused (not root) before anything is written.
+  // The folder's place first, then --link (refused when not root): refused before anything is
+  // written or built. Under $TMPDIR, as mktemp(1) puts its folders: a simulator killed with
+  // SIGKILL cannot remove its own, so a test that kills one gives it a TMPDIR of its own. The
+  // path goes into the stand-ins' scripts (single quotes) and onto PATH (':' separates), as an
+  // absolute path: a task's shell may be elsewhere.
+  const char* tmp = std::getenv("TMPDIR");
+  const bool own_tmp = tmp && *tmp;
+  const std::string base = own_tmp ? std::filesystem::absolute(tmp).lexically_normal().string() : "/tmp";
+  if (base.find_first_of("':") != std::string::npos)
+    throw UsageError("TMPDIR '" + std::string(tmp) + "' has a quote or a colon, which the simulator's scripts and PATH cannot hold");
+  std::string dir = base;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  std::string tmpl = (dir == "/" ? "" : dir) + "/06_slurm_local_XXXXXX";
+  if (!::mkdtemp(tmpl.data())) {
+    const std::string why = "cannot make the simulator's folder " + tmpl + ": " + std::strerror(errno);
+    if (own_tmp) throw UsageError(why + " (TMPDIR is " + std::string(tmp) + ")");
+    throw std::runtime_error(why);
+  }
   std::unique_ptr<SimulatedHosts> hosts;
   if (spec.link_bits_per_s > 0) {
-    hosts = std::make_unique<SimulatedHosts>(spec.nodes, spec.link_bits_per_s);
+    try {
+      hosts = std::make_unique<SimulatedHosts>(spec.nodes, spec.link_bits_per_s);
+    } catch (...) {
+      ::rmdir(tmpl.c_str());
+      throw;
+    }
     log(std::to_string(spec.nodes) + " node(s) as hosts on " + describe_rate(spec.link_bits_per_s) + " links to one bridge (node0 = " +
         hosts->address(0) + ", ...)");
   }
-  // Under $TMPDIR, as mktemp(1) puts its folders: a simulator killed with SIGKILL cannot remove
-  // its own, so a test that kills one gives it a TMPDIR of its own to remove.
-  const char* tmp = std::getenv("TMPDIR");
-  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/06_slurm_local_XXXXXX";
-  if (tmpl.find('\'') != std::string::npos) throw UsageError("TMPDIR '" + std::string(tmp) + "' has a quote, which the stand-ins' scripts cannot hold");
-  if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp " + tmpl + ": " + std::strerror(errno));
   const std::string sim_dir = tmpl;
   struct Removed {  // on every way out, an exception's included: no run leaves its folder behind
     std::string dir;

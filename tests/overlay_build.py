@@ -71,9 +71,8 @@ def unity_in_copy(unity, new_obj, source, copy):
 # Note [Overlays compiled unoptimised]
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # The tests compile some 30 objects a run this way (exercises' solutions, the gaming routes'
-# fakes, tests/overlay_test.sh), and in a run of the cpu tests before this Note the compiler took
-# 359 of the 1,564 s of CPU that the sampled programs took (tools/cpu_by_program.py; docs/tests.md,
-# "Where the CPU goes", has a run since), the largest share after 05_ddp's. Most of a file's time is the optimiser
+# fakes, tests/overlay_test.sh), and before this Note the compiler took the largest share of the
+# cpu tests' CPU after 05_ddp's (tools/cpu_by_program.py; docs/tests.md, "Where the CPU goes"). Most of a file's time is the optimiser
 # and code generation (chapter 03's main.cpp on a 2-core Xeon: 10.9 s of CPU at the build's -O1,
 # 5.2-5.9 s at -O0 in two tries). So with Clang the objects compiled again here are compiled at
 # -O0, against a copy of the build's precompiled header made at -O0 once per build folder

@@ -175,10 +175,17 @@ TEST(SlurmSubmitter, BadFlagsAreRefusedWithExit2AndTheReason) {
   auto srun = run_one({{dir + "/srun", "--nodes=1", "true"}}, 30);
   EXPECT_EQ(srun.exit_code, 2) << srun.output;
   EXPECT_NE(srun.output.find("srun: no simulated job here"), std::string::npos) << srun.output;
-  // The simulator's folder goes under TMPDIR, into scripts that single quotes hold.
-  auto quoted = run_one({{"06_slurm", "--local", "--out-dir", dir}, {{"TMPDIR", dir + "/it's"}}}, 30);
-  EXPECT_EQ(quoted.exit_code, 2) << quoted.output;
-  EXPECT_NE(quoted.output.find("TMPDIR '" + dir + "/it's' has a quote"), std::string::npos) << quoted.output;
+  // The simulator's folder goes under TMPDIR: its path is written in single quotes in the
+  // stand-ins' scripts and put on PATH, so a quote or a colon in it is refused, and so is a TMPDIR
+  // where no folder can be made.
+  for (const std::string tmpdir : {dir + "/it's", dir + "/a:b"}) {
+    auto r = run_one({{"06_slurm", "--local", "--out-dir", dir}, {{"TMPDIR", tmpdir}}}, 30);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("TMPDIR '" + tmpdir + "' has a quote or a colon"), std::string::npos) << r.output;
+  }
+  auto missing = run_one({{"06_slurm", "--local", "--out-dir", dir}, {{"TMPDIR", dir + "/missing"}}}, 30);
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("cannot make the simulator's folder " + dir + "/missing/06_slurm_local_"), std::string::npos) << missing.output;
   std::system(("rm -rf " + dir).c_str());
 }
 

@@ -82,8 +82,8 @@ def test_of(pid, ppid, tests):
     """The test a process of the command runs under: its outermost ancestor (or itself) whose
     parent is a ctest, so that a test which runs ctest itself keeps its own processes. Only a
     process whose ancestors lead to this tool is the command's; any other is under no test.
-    tests caches, by pid and start time, the answer of each ancestor walked below the test's own
-    process (a ctest and what is above it may have another)."""
+    tests caches, by pid and start time, the answer of each ancestor walked up to the test's own
+    process, that one included (a ctest and what is above it may have another)."""
     chain, name, cut, inside = [], None, 0, False
     child, parent = pid, ppid
     for _ in range(64):
@@ -131,6 +131,7 @@ def sweep(seen, now, tests):
                 if e is None:
                     seen[key] = [comm, exe, ticks, now, now, cl, test_of(int(p), ppid, tests)]
                 else:  # a test's own process, seen between ctest's fork and its exec, had ctest's line
+                    tests.pop((int(p), start), None)  # what its children will find: its answer now
                     e[1], e[2], e[4], e[5], e[6] = exe, ticks, now, cl, test_of(int(p), ppid, tests)
             else:
                 e[2], e[4] = ticks, now

@@ -267,30 +267,17 @@ int run_local(const JobSpec& spec) {
   // absolute path: a task's shell may be elsewhere.
   const char* tmp = std::getenv("TMPDIR");
   const bool own_tmp = tmp && *tmp;
-  const std::string base = own_tmp ? std::filesystem::absolute(tmp).lexically_normal().string() : "/tmp";
-  if (base.find_first_of("':") != std::string::npos)
+  const std::filesystem::path base = own_tmp ? std::filesystem::absolute(tmp).lexically_normal() : "/tmp";
+  std::string tmpl = (base / "06_slurm_local_XXXXXX").string();
+  if (tmpl.find_first_of("':") != std::string::npos)
     throw UsageError("TMPDIR '" + std::string(tmp) + "' has a quote or a colon, which the simulator's scripts and PATH cannot hold");
-  std::string dir = base;
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  std::string tmpl = (dir == "/" ? "" : dir) + "/06_slurm_local_XXXXXX";
   if (!::mkdtemp(tmpl.data())) {
     const std::string why = "cannot make the simulator's folder " + tmpl + ": " + std::strerror(errno);
     if (own_tmp) throw UsageError(why + " (TMPDIR is " + std::string(tmp) + ")");
     throw std::runtime_error(why);
   }
-  std::unique_ptr<SimulatedHosts> hosts;
-  if (spec.link_bits_per_s > 0) {
-    try {
-      hosts = std::make_unique<SimulatedHosts>(spec.nodes, spec.link_bits_per_s);
-    } catch (...) {
-      ::rmdir(tmpl.c_str());
-      throw;
-    }
-    log(std::to_string(spec.nodes) + " node(s) as hosts on " + describe_rate(spec.link_bits_per_s) + " links to one bridge (node0 = " +
-        hosts->address(0) + ", ...)");
-  }
   const std::string sim_dir = tmpl;
-  struct Removed {  // on every way out, an exception's included: no run leaves its folder behind
+  struct Removed {  // on every way out, an exception's included (--link refused): no run leaves its folder behind
     std::string dir;
     ~Removed() {
       ::unlink((dir + kRequeueNote).c_str());  // run_once()'s note, when it was cut short
@@ -303,6 +290,12 @@ int run_local(const JobSpec& spec) {
       ::rmdir(dir.c_str());
     }
   } removed{sim_dir};
+  std::unique_ptr<SimulatedHosts> hosts;
+  if (spec.link_bits_per_s > 0) {
+    hosts = std::make_unique<SimulatedHosts>(spec.nodes, spec.link_bits_per_s);
+    log(std::to_string(spec.nodes) + " node(s) as hosts on " + describe_rate(spec.link_bits_per_s) + " links to one bridge (node0 = " +
+        hosts->address(0) + ", ...)");
+  }
   ::mkdir((sim_dir + "/bin").c_str(), 0755);
   // The stand-ins: this program under Slurm's names, told where the simulator keeps its notes
   // (a shell of the learner's has no DDP_SLURM_LOCAL_DIR); srun for a batch script only.

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # tools/cpu_by_program.py (docs/tests.md, "Where the CPU goes"): a command's busy child is counted
 # under its program, a process running before the command is not, a process under a ctest is
-# counted under its test, a raw file of the tool's first
-# version (which kept every process, those of its first sweep too) is summarised without those,
-# a command's exit code is passed on, and bad input exits 2.
+# counted under its test, a raw file of the tool's first version (which kept every process, those
+# of its first sweep too) is summarised without those, a command's exit code is passed on, and bad
+# input exits 2.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/ddp-cpu-by-program.XXXXXX")
@@ -40,7 +40,8 @@ assert "tests" not in r, f"a command with no ctest in it has tests: {r['tests']}
 print(f"ok: ddp_cpu_busy {busy['cpu_s']} s of CPU in 1 process; ddp_cpu_before, busy before the command, left out")
 PY
 # By test: under a ctest (a copy of bash of that name), a GoogleTest's CPU counts under its filter's
-# name (with its program's where the filter names many tests), and a test that runs a ctest of its own keeps what runs under that one (the outermost).
+# name (with its program's where the filter names many tests), and a test that runs a ctest of its
+# own keeps what runs under that one (the outermost).
 cp "$(command -v bash)" "$scratch/ctest" || fail "could not copy bash"
 busy_loop="'$scratch/ddp_cpu_busy' 'BEGIN { while (x < 1e8) x++ }'"
 echo "'$scratch/ctest' '$scratch/inner.sh'; true" > "$scratch/outer.sh"
